@@ -1,0 +1,65 @@
+// bench/baselines/cublas/launcher.cu — the unfused cuBLAS baseline as a flashsteps::Stage, so the
+// shared GPU suite checks it and the shared bench times it like any stage.
+#include <limits>
+
+#include "flashsteps/cuda/dtype.cuh"
+#include "flashsteps/cuda_check.hpp"
+#include "kernels.cuh"
+
+namespace flashsteps {
+namespace {
+
+class CublasBaseline final : public Stage {
+ public:
+  ~CublasBaseline() override {
+    if (handle_) cublasDestroy(handle_);
+  }
+  std::string_view name() const override { return "baseline_cublas"; }
+  std::string_view title() const override { return "Unfused cuBLAS baseline"; }
+
+  Support supports(const Problem& p, const DeviceInfo&) const override {
+    constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
+    if (p.head_dim > kMaxHeadDim) {
+      return Support::no("head_dim " + std::to_string(p.head_dim) + " > " +
+                         std::to_string(kMaxHeadDim));
+    }
+    if (p.batch_heads() > kIntMax) return Support::no("cuBLAS batch count is a 32-bit int");
+    return Support::yes();
+  }
+
+  // S in fp32, then P in the dtype from the next 256-byte boundary (cuBLAS's preferred alignment).
+  std::int64_t workspace_bytes(const Problem& p) const override {
+    return cublas_baseline::p_offset_bytes(p) + 2 * p.batch_heads() * p.seq_q * p.seq_kv;
+  }
+
+  void setup(const DeviceInfo&) override {
+    if (!handle_) FS_CUBLAS_CHECK(cublasCreate(&handle_));
+  }
+
+  void launch(const Problem& p, const AttentionArgs& args, cudaStream_t stream) const override {
+    if (!handle_) throw CudaError("baseline_cublas: launch() before setup()");
+    dispatch_dtype(p.dtype, [&]<class T>() {
+      dispatch_bool(p.causal, [&]<bool kCausal>() {
+        cublas_baseline::enqueue<T, kCausal>(handle_, p, args, stream);
+      });
+    });
+  }
+
+  std::vector<KernelLaunchInfo> kernels(const Problem& p) const override {
+    return dispatch_dtype(p.dtype, [&]<class T>() {
+      return dispatch_bool(
+          p.causal, [&]<bool kCausal>() { return cublas_baseline::kernel_list<T, kCausal>(); });
+    });
+  }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_stage() {
+  return std::make_unique<CublasBaseline>();
+}
+
+}  // namespace flashsteps

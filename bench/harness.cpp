@@ -1,0 +1,148 @@
+// bench/harness.cpp — main() of every bench_<stage> binary: the canonical shapes of DESIGN.md,
+// each timed with the L2 flushed before every launch, written as Google Benchmark JSON with
+// names <stage>/b<B>_h<H>_sq<Sq>_skv<Skv>_d<D>_<dtype>[_causal].
+//
+//   bench_03_online_softmax --benchmark_out=bench_03.json --benchmark_out_format=json
+//       [--fs_dtypes=fp16,bf16] [--fs_iters=30] [--fs_shapes=canonical|small]
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "flashsteps/cuda_check.hpp"
+#include "flashsteps/device_tensors.hpp"
+#include "harness.hpp"
+
+namespace flashsteps::bench {
+namespace {
+
+struct Options {
+  std::vector<DType> dtypes{DType::fp16};
+  int iters = 30;
+  bool small = false;
+};
+
+// FlashAttention's benchmark set (B*S = 16k tokens, H*D = 2048) plus the small L4-era shapes.
+std::vector<Problem> canonical_shapes(const Options& opt) {
+  std::vector<Problem> out;
+  auto add = [&](std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d, bool causal) {
+    for (DType t : opt.dtypes) {
+      Problem p;
+      p.batch = b, p.heads = h, p.seq_q = p.seq_kv = s, p.head_dim = d;
+      p.dtype = t, p.causal = causal;
+      out.push_back(p);
+    }
+  };
+  for (bool causal : {false, true}) {
+    for (std::int64_t d : {64, 128}) {
+      const std::vector<std::int64_t> seqs =
+          opt.small ? std::vector<std::int64_t>{512, 1024}
+                    : std::vector<std::int64_t>{512, 1024, 2048, 4096, 8192, 16384};
+      for (std::int64_t s : seqs)
+        add(16384 / s, 2048 / d, s, d, causal);
+    }
+    add(1, 8, 512, 64, causal);
+    add(32, 8, 512, 64, causal);
+  }
+  return out;
+}
+
+bool parse_own_flag(const char* arg, Options* opt) {
+  auto value = [&](const char* prefix) -> const char* {
+    return std::strncmp(arg, prefix, std::strlen(prefix)) == 0 ? arg + std::strlen(prefix)
+                                                               : nullptr;
+  };
+  if (const char* v = value("--fs_dtypes=")) {
+    opt->dtypes.clear();
+    std::string s(v);
+    for (std::size_t at = 0; at <= s.size();) {
+      const std::size_t end = std::min(s.find(',', at), s.size());
+      const auto t = parse_dtype(s.substr(at, end - at));
+      if (!t) return false;
+      opt->dtypes.push_back(*t);
+      at = end + 1;
+    }
+    return !opt->dtypes.empty();
+  }
+  if (const char* v = value("--fs_iters=")) {
+    opt->iters = std::atoi(v);
+    return opt->iters > 0;
+  }
+  if (const char* v = value("--fs_shapes=")) {
+    opt->small = std::strcmp(v, "small") == 0;
+    return opt->small || std::strcmp(v, "canonical") == 0;
+  }
+  return false;
+}
+
+void bench_problem(benchmark::State& state, Stage& stage, const DeviceInfo& dev, Problem p,
+                   L2Flusher& flusher) {
+  if (p.seq_q > stage.bench_max_seq() || p.seq_kv > stage.bench_max_seq()) {
+    state.SkipWithError(("not timed: " + std::string(stage.name()) +
+                         " is benchmarked up to S = " + std::to_string(stage.bench_max_seq()))
+                            .c_str());
+    return;
+  }
+  if (Support s = check_runnable(stage, p, dev); !s) {
+    state.SkipWithError(("unsupported: " + s.reason).c_str());
+    return;
+  }
+  try {
+    cudaStream_t stream;
+    FS_CUDA_CHECK(cudaStreamCreate(&stream));
+    DeviceTensors dt(p, stage.workspace_bytes(p));
+    dt.upload(make_inputs(p, 1));  // random inputs, never zeros
+    timed_loop(
+        state, [&](cudaStream_t s) { stage.launch(p, dt.args(), s); }, stream, flusher, p.flops(),
+        static_cast<double>(p.min_dram_bytes()));
+    FS_CUDA_CHECK(cudaStreamDestroy(stream));
+  } catch (const std::exception& e) {
+    state.SkipWithError(("failed: " + std::string(e.what())).c_str());
+  }
+}
+
+}  // namespace
+}  // namespace flashsteps::bench
+
+int main(int argc, char** argv) {
+  using namespace flashsteps;
+  benchmark::Initialize(&argc, argv);
+  bench::Options opt;
+  for (int i = 1; i < argc; ++i) {
+    if (!bench::parse_own_flag(argv[i], &opt)) {
+      std::cerr << "unknown or bad flag: " << argv[i]
+                << "\nflags: --fs_dtypes=fp16[,bf16] --fs_iters=N --fs_shapes=canonical|small"
+                   " and Google Benchmark's --benchmark_* flags\n";
+      return 2;
+    }
+  }
+  auto stage = make_stage();
+  std::string why;
+  const auto dev = query_device(0, &why);
+  if (!dev) {
+    std::cerr << "bench_" << stage->name() << ": " << why << " — benchmarks need a GPU\n";
+    return 3;
+  }
+  try {
+    stage->setup(*dev);
+    bench::add_context(*dev, argc, argv);
+    benchmark::AddCustomContext("flashsteps_stage", std::string(stage->name()));
+    auto flusher = std::make_shared<L2Flusher>(*dev);
+    for (const Problem& p : bench::canonical_shapes(opt)) {
+      benchmark::RegisterBenchmark((std::string(stage->name()) + "/" + p.name()).c_str(),
+                                   [&, p, flusher](benchmark::State& st) {
+                                     bench::bench_problem(st, *stage, *dev, p, *flusher);
+                                   })
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond)
+          ->Iterations(opt.iters);
+    }
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+  } catch (const std::exception& e) {
+    std::cerr << "bench_" << stage->name() << ": " << e.what() << '\n';
+    return 1;
+  }
+  return 0;
+}

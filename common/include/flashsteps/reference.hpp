@@ -1,0 +1,60 @@
+// flashsteps/reference.hpp — the CPU references and FlashAttention's pass rule.
+//
+// Two references on the very inputs the GPU reads:
+//  * exact: every product and sum in double; softmax in double. The "truth".
+//  * same precision: what a careful fp32 GPU kernel computes — scores accumulated in fp32,
+//    P rounded to the input dtype before P·V, fp32 accumulation, O rounded to the dtype.
+// Its distance from the exact reference measures the error the dtype itself forces on any
+// implementation; a stage may be at most twice as far off, plus a floor (the pass rule of
+// FlashAttention's tests).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flashsteps/host_tensors.hpp"
+#include "flashsteps/problem.hpp"
+
+namespace flashsteps {
+
+enum class RefPrecision { exact, same_precision };
+
+/// O and LSE of a chosen subset of heads (flat index b*H + h), to keep large shapes checkable.
+struct Reference {
+  std::vector<std::int64_t> heads;
+  std::vector<double> o;    // [heads.size(), Sq, D]
+  std::vector<double> lse;  // [heads.size(), Sq]; -inf for rows that see no key
+};
+
+/// Up to `max_heads` flat head indices spread evenly over B*H, always the first and the last.
+std::vector<std::int64_t> sample_heads(const Problem& p, std::int64_t max_heads);
+
+/// Runs the reference over `heads` (in parallel over heads on all host cores).
+Reference reference_attention(const HostInputs& in, const std::vector<std::int64_t>& heads,
+                              RefPrecision precision);
+
+struct Tolerance {
+  double o_floor;        ///< added to twice the same-precision error: the output dtype's rounding
+  double lse_rel_floor;  ///< LSE floor, relative to max(1, |LSE|)
+};
+/// unit_roundoff(dtype) * max(1, max|O_ref|) for O; 1e-5 relative for LSE (fp32 arithmetic).
+Tolerance default_tolerance(const Problem& p, const Reference& exact);
+
+struct CheckResult {
+  bool pass = false;
+  double o_max_err = 0, o_mean_err = 0, o_bound = 0, o_same_max_err = 0;
+  double lse_max_err = 0, lse_bound = 0;
+  std::int64_t nan_count = 0;     ///< NaN/Inf in O (unwritten poison shows up here)
+  std::int64_t lse_mismatch = 0;  ///< rows whose -inf-ness differs from the reference
+  std::int64_t worst_row = -1;    ///< flat row (head*Sq + i) of the largest O error
+  std::string summary;            ///< one line: errors, bounds, PASS/FAIL, shape
+};
+
+/// The pass rule: max|O - O_ref| <= 2 * max|O_same - O_ref| + floor, LSE likewise, no NaN.
+/// `o` and `lse` are the full GPU outputs ([B,H,Sq,D] dtype bits and [B,H,Sq] fp32).
+CheckResult check_attention(const Problem& p, const Reference& exact, const Reference& same,
+                            const std::vector<std::uint16_t>& o, const std::vector<float>& lse,
+                            const Tolerance& tol);
+
+}  // namespace flashsteps

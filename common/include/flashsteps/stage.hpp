@@ -1,0 +1,84 @@
+// flashsteps/stage.hpp — the contract every stage implements, and how a binary finds its stage.
+//
+// A stage is a class derived from Stage, defined in stages/NN_name/launcher.cu, plus one free
+// function `flashsteps::make_stage()` that returns it. Each runner, test and bench binary links
+// exactly one stage library, so that one function is the registry: the CMake function
+// flashsteps_add_stage() wires the binaries, and nothing is copied per stage.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flashsteps/device_info.hpp"
+#include "flashsteps/problem.hpp"
+
+namespace flashsteps {
+
+/// Device pointers of one attention call. Q, K, V, O are in the problem's dtype (raw 16-bit
+/// storage), LSE is fp32. `workspace` has at least Stage::workspace_bytes() bytes.
+struct AttentionArgs {
+  const void* q = nullptr;  // [B,H,Sq,D]
+  const void* k = nullptr;  // [B,H,Skv,D]
+  const void* v = nullptr;  // [B,H,Skv,D]
+  void* o = nullptr;        // [B,H,Sq,D]
+  float* lse = nullptr;     // [B,H,Sq]
+  void* workspace = nullptr;
+};
+
+/// Whether a stage can run a problem on a device; `reason` names the limit when it cannot.
+struct Support {
+  bool ok = true;
+  std::string reason;
+  static Support yes() { return {}; }
+  static Support no(std::string why) { return {false, std::move(why)}; }
+  explicit operator bool() const { return ok; }
+};
+
+/// One kernel a stage launches for a problem: what the runner's resource report and the
+/// occupancy API need.
+struct KernelLaunchInfo {
+  std::string name;        ///< readable, e.g. "scores<d64,fp16,causal>"
+  const void* func;        ///< the __global__ function, as passed to cudaFuncGetAttributes
+  int block_threads;       ///< threads per block
+  std::size_t smem_bytes;  ///< dynamic shared memory per block
+};
+
+class Stage {
+ public:
+  virtual ~Stage() = default;
+
+  /// Folder name, e.g. "00_scalar"; also the benchmark-name prefix.
+  virtual std::string_view name() const = 0;
+  /// The book chapter's title.
+  virtual std::string_view title() const = 0;
+  /// Minimum compute capability as major*10+minor (80 = sm_80).
+  virtual int min_compute_capability() const { return 80; }
+  /// Largest sequence length the bench harness times (slow teaching stages cap it).
+  virtual std::int64_t bench_max_seq() const { return std::int64_t{1} << 30; }
+
+  /// Whether this stage runs `p` on `dev`. Generic validation (flashsteps::validate) has passed
+  /// already; this checks the stage's own limits: head dims, dtypes, shared memory.
+  virtual Support supports(const Problem& p, const DeviceInfo& dev) const = 0;
+  /// Device scratch the caller allocates for `p` (unfused stages keep S here).
+  virtual std::int64_t workspace_bytes(const Problem&) const { return 0; }
+  /// One-time setup outside any timed region (handles, function attributes).
+  virtual void setup(const DeviceInfo&) {}
+  /// Enqueues the computation on `stream`. No allocation, no synchronization. Checks each launch.
+  virtual void launch(const Problem& p, const AttentionArgs& args, cudaStream_t stream) const = 0;
+  /// The kernels launch() runs for `p`, for resource and occupancy reports.
+  virtual std::vector<KernelLaunchInfo> kernels(const Problem& p) const = 0;
+};
+
+/// Defined once per stage library (stages/NN_name/launcher.cu).
+std::unique_ptr<Stage> make_stage();
+
+/// Everything a runner, test or bench binary checks before launching: generic validation, the
+/// device's compute capability, the stage's own limits, and free device memory.
+Support check_runnable(const Stage& s, const Problem& p, const DeviceInfo& dev);
+
+}  // namespace flashsteps

@@ -1,0 +1,222 @@
+#include "flashsteps/reference.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <thread>
+
+namespace flashsteps {
+
+std::vector<std::int64_t> sample_heads(const Problem& p, std::int64_t max_heads) {
+  const std::int64_t n = p.batch_heads();
+  std::vector<std::int64_t> heads;
+  if (n <= max_heads || max_heads <= 1) {
+    for (std::int64_t i = 0; i < std::min(n, std::max<std::int64_t>(max_heads, 1)); ++i)
+      heads.push_back(i);
+    return heads;
+  }
+  for (std::int64_t i = 0; i < max_heads; ++i)
+    heads.push_back(i * (n - 1) / (max_heads - 1));
+  heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
+  return heads;
+}
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// One head, exact: doubles throughout.
+void head_exact(const Problem& p, const double* q, const double* k, const double* v, double* o,
+                double* lse) {
+  const std::int64_t D = p.head_dim;
+  const double scale = p.softmax_scale();
+  std::vector<double> s(static_cast<std::size_t>(p.seq_kv));
+  for (std::int64_t i = 0; i < p.seq_q; ++i) {
+    const std::int64_t end = p.kv_end(i);
+    double* oi = o + i * D;
+    std::fill(oi, oi + D, 0.0);
+    if (end == 0) {  // this row sees no key: O = 0, LSE = -inf by the contract
+      lse[i] = kNegInf;
+      continue;
+    }
+    double m = kNegInf;
+    for (std::int64_t j = 0; j < end; ++j) {
+      double acc = 0;
+      for (std::int64_t d = 0; d < D; ++d)
+        acc += q[i * D + d] * k[j * D + d];
+      s[j] = acc * scale;
+      m = std::max(m, s[j]);
+    }
+    double l = 0;
+    for (std::int64_t j = 0; j < end; ++j) {
+      s[j] = std::exp(s[j] - m);
+      l += s[j];
+    }
+    for (std::int64_t j = 0; j < end; ++j) {
+      const double pj = s[j] / l;
+      for (std::int64_t d = 0; d < D; ++d)
+        oi[d] += pj * v[j * D + d];
+    }
+    lse[i] = m + std::log(l);
+  }
+}
+
+// One head, as a careful fp32 kernel computes it: fp32 scores and sums, P rounded to the dtype.
+void head_same_precision(const Problem& p, const double* q, const double* k, const double* v,
+                         double* o, double* lse) {
+  const std::int64_t D = p.head_dim;
+  const float scale = p.softmax_scale();
+  std::vector<float> s(static_cast<std::size_t>(p.seq_kv));
+  std::vector<float> acc(static_cast<std::size_t>(D));
+  for (std::int64_t i = 0; i < p.seq_q; ++i) {
+    const std::int64_t end = p.kv_end(i);
+    double* oi = o + i * D;
+    if (end == 0) {
+      std::fill(oi, oi + D, 0.0);
+      lse[i] = kNegInf;
+      continue;
+    }
+    float m = -std::numeric_limits<float>::infinity();
+    for (std::int64_t j = 0; j < end; ++j) {
+      float dot = 0;
+      for (std::int64_t d = 0; d < D; ++d)
+        dot += static_cast<float>(q[i * D + d]) * static_cast<float>(k[j * D + d]);
+      s[j] = dot * scale;
+      m = std::max(m, s[j]);
+    }
+    float l = 0;
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (std::int64_t j = 0; j < end; ++j) {
+      const float pj = std::exp(s[j] - m);
+      l += pj;
+      const float pr = round_to(pj, p.dtype);  // P enters the second product in the dtype
+      for (std::int64_t d = 0; d < D; ++d)
+        acc[d] += pr * static_cast<float>(v[j * D + d]);
+    }
+    for (std::int64_t d = 0; d < D; ++d)
+      oi[d] = round_to(acc[d] / l, p.dtype);
+    lse[i] = static_cast<double>(m + std::log(l));
+  }
+}
+
+template <class F>
+void parallel_for(std::int64_t n, F&& f) {
+  const std::int64_t workers =
+      std::min<std::int64_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+  std::atomic<std::int64_t> next{0};
+  std::vector<std::thread> pool;
+  for (std::int64_t w = 0; w < workers; ++w) {
+    pool.emplace_back([&] {
+      for (std::int64_t i = next++; i < n; i = next++)
+        f(i);
+    });
+  }
+  for (auto& t : pool)
+    t.join();
+}
+
+}  // namespace
+
+Reference reference_attention(const HostInputs& in, const std::vector<std::int64_t>& heads,
+                              RefPrecision precision) {
+  const Problem& p = in.problem;
+  const std::int64_t D = p.head_dim;
+  Reference r;
+  r.heads = heads;
+  r.o.assign(heads.size() * p.seq_q * D, 0.0);
+  r.lse.assign(heads.size() * p.seq_q, 0.0);
+  parallel_for(static_cast<std::int64_t>(heads.size()), [&](std::int64_t idx) {
+    const std::int64_t h = heads[idx];
+    auto decode = [&](const std::vector<std::uint16_t>& t, std::int64_t rows) {
+      std::vector<double> out(static_cast<std::size_t>(rows * D));
+      const std::uint16_t* src = t.data() + h * rows * D;
+      for (std::int64_t e = 0; e < rows * D; ++e)
+        out[e] = bits_to_float(src[e], p.dtype);
+      return out;
+    };
+    const auto q = decode(in.q, p.seq_q);
+    const auto k = decode(in.k, p.seq_kv);
+    const auto v = decode(in.v, p.seq_kv);
+    double* o = r.o.data() + idx * p.seq_q * D;
+    double* lse = r.lse.data() + idx * p.seq_q;
+    if (precision == RefPrecision::exact)
+      head_exact(p, q.data(), k.data(), v.data(), o, lse);
+    else
+      head_same_precision(p, q.data(), k.data(), v.data(), o, lse);
+  });
+  return r;
+}
+
+Tolerance default_tolerance(const Problem& p, const Reference& exact) {
+  double max_abs = 1.0;
+  for (double x : exact.o)
+    max_abs = std::max(max_abs, std::abs(x));
+  return {unit_roundoff(p.dtype) * max_abs, 1e-5};
+}
+
+CheckResult check_attention(const Problem& p, const Reference& exact, const Reference& same,
+                            const std::vector<std::uint16_t>& o, const std::vector<float>& lse,
+                            const Tolerance& tol) {
+  CheckResult c;
+  const std::int64_t D = p.head_dim;
+  double sum_err = 0;
+  std::int64_t count = 0;
+  double lse_same_max = 0, lse_scale = 1.0;
+  for (std::size_t idx = 0; idx < exact.heads.size(); ++idx) {
+    const std::int64_t h = exact.heads[idx];
+    for (std::int64_t i = 0; i < p.seq_q; ++i) {
+      const std::int64_t ref_row = static_cast<std::int64_t>(idx) * p.seq_q + i;
+      const std::int64_t gpu_row = h * p.seq_q + i;
+      for (std::int64_t d = 0; d < D; ++d) {
+        const double ref = exact.o[ref_row * D + d];
+        const double got = bits_to_float(o[gpu_row * D + d], p.dtype);
+        if (!std::isfinite(got)) {
+          ++c.nan_count;
+          continue;
+        }
+        const double err = std::abs(got - ref);
+        sum_err += err;
+        ++count;
+        if (err > c.o_max_err) {
+          c.o_max_err = err;
+          c.worst_row = gpu_row;
+        }
+        c.o_same_max_err = std::max(c.o_same_max_err, std::abs(same.o[ref_row * D + d] - ref));
+      }
+      const double lref = exact.lse[ref_row];
+      const double lgot = lse[gpu_row];
+      const double lsame = same.lse[ref_row];
+      if (std::isinf(lref) || std::isinf(lgot) || std::isnan(lgot)) {
+        // A row that sees no key must give exactly -inf; any other row must be finite.
+        if (!(std::isinf(lref) && lref < 0 && std::isinf(lgot) && lgot < 0)) ++c.lse_mismatch;
+        continue;
+      }
+      c.lse_max_err = std::max(c.lse_max_err, std::abs(lgot - lref));
+      lse_same_max = std::max(lse_same_max, std::abs(lsame - lref));
+      lse_scale = std::max(lse_scale, std::abs(lref));
+    }
+  }
+  c.o_mean_err = count ? sum_err / static_cast<double>(count) : 0.0;
+  c.o_bound = 2.0 * c.o_same_max_err + tol.o_floor;
+  c.lse_bound = 2.0 * lse_same_max + tol.lse_rel_floor * lse_scale;
+  c.pass = c.nan_count == 0 && c.lse_mismatch == 0 && c.o_max_err <= c.o_bound &&
+           c.lse_max_err <= c.lse_bound;
+  std::ostringstream s;
+  s.precision(3);
+  s << std::scientific << "O max err " << c.o_max_err << " (mean " << c.o_mean_err << ", bound "
+    << c.o_bound << " = 2*" << c.o_same_max_err << " + " << tol.o_floor << "), LSE max err "
+    << c.lse_max_err << " (bound " << c.lse_bound << ")";
+  if (c.nan_count) s << ", " << c.nan_count << " non-finite outputs (unwritten or NaN)";
+  if (c.lse_mismatch) s << ", " << c.lse_mismatch << " LSE rows wrongly (non-)infinite";
+  if (c.worst_row >= 0 && !c.pass) {
+    s << ", worst at head " << c.worst_row / p.seq_q << " row " << c.worst_row % p.seq_q;
+  }
+  s << " on " << p.name() << " over " << exact.heads.size() << " of " << p.batch_heads()
+    << " heads: " << (c.pass ? "PASS" : "FAIL");
+  c.summary = s.str();
+  return c;
+}
+
+}  // namespace flashsteps

@@ -1,0 +1,23 @@
+#include "flashsteps/stage.hpp"
+
+namespace flashsteps {
+
+Support check_runnable(const Stage& s, const Problem& p, const DeviceInfo& dev) {
+  if (std::string why = validate(p); !why.empty()) return Support::no(why);
+  if (dev.compute_capability() < s.min_compute_capability()) {
+    return Support::no(std::string(s.name()) + " needs compute capability " +
+                       std::to_string(s.min_compute_capability() / 10) + "." +
+                       std::to_string(s.min_compute_capability() % 10) + " or newer; " + dev.name +
+                       " is " + std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor));
+  }
+  if (Support sup = s.supports(p, dev); !sup) {
+    return Support::no(std::string(s.name()) + ": " + sup.reason);
+  }
+  if (std::string why = check_fits_memory(p, s.workspace_bytes(p), free_device_memory());
+      !why.empty()) {
+    return Support::no(why);
+  }
+  return Support::yes();
+}
+
+}  // namespace flashsteps

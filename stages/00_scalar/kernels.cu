@@ -1,0 +1,158 @@
+// =================================================================================================
+// Stage 00 — scalar baseline: attention as three plain kernels, S in global memory.
+//
+// What this stage is: the definition, executed literally.
+//     S = scale · Q Kᵀ          (scores_kernel:  one thread per element of S, fp32 dot over D)
+//     P = softmax_rows(S)       (softmax_kernel: one block per row of S, in place, writes LSE)
+//     O = P V                   (pv_kernel:      one thread per element of O, fp32 dot over Skv)
+// S (and then P, in the same buffer) is a fp32 [B·H, Sq, Skv] tensor in global memory: O(S²)
+// bytes written and read back three times, where the inputs and outputs are only O(S·D).
+//
+// Which metric should move (written before measuring): nothing yet — this is the baseline the
+// later stages are measured against. The prediction for this stage itself: every kernel is bound
+// by DRAM/L2 traffic, not arithmetic. The softmax kernel moves 3 reads + 1 write of S (16·Sq·Skv
+// bytes per head) and should run near the measured copy bandwidth; the scores and P·V kernels
+// re-read K and V rows from L2 for every output element and should show high L2 / low tensor-pipe
+// (zero: no tensor cores) utilisation. Expect well under 5% of the measured fp16 tensor peak.
+//
+// Limits: D <= 256 (any D, no tiling), fp16 and bf16, causal or not, any Sq and Skv >= 1, as
+// long as the fp32 S workspace (4·B·H·Sq·Skv bytes) fits in device memory — checked before launch.
+// =================================================================================================
+#include <cfloat>
+#include <cmath>
+
+#include "flashsteps/cuda/dtype.cuh"
+#include "flashsteps/cuda/reduce.cuh"
+#include "flashsteps/cuda_check.hpp"
+#include "kernels.cuh"
+
+namespace flashsteps::scalar {
+namespace {
+
+std::int64_t grid_for(std::int64_t work, int threads) {
+  const std::int64_t blocks = (work + threads - 1) / threads;
+  return blocks < ScalarTraits::kMaxBlocks ? blocks : ScalarTraits::kMaxBlocks;
+}
+
+//! [scores]
+// S[bh, i, j] = scale · Σ_d Q[bh, i, d] · K[bh, j, d]; masked entries get -inf.
+// Consecutive threads take consecutive j: Q's row is a broadcast, K's rows are D elements apart.
+template <class T, bool kCausal>
+__global__ void scores_kernel(const T* __restrict__ q, const T* __restrict__ k,
+                              float* __restrict__ s, Shape sh) {
+  const std::int64_t total = sh.bh * sh.sq * sh.skv;
+  for (std::int64_t idx = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; idx < total;
+       idx += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t j = idx % sh.skv;
+    const std::int64_t i = (idx / sh.skv) % sh.sq;
+    const std::int64_t bh = idx / (sh.skv * sh.sq);
+    if (j >= causal_kv_end(i, sh.sq, sh.skv, kCausal)) {
+      s[idx] = -INFINITY;
+      continue;
+    }
+    const T* qi = q + (bh * sh.sq + i) * sh.d;   // (D) row of Q
+    const T* kj = k + (bh * sh.skv + j) * sh.d;  // (D) row of K
+    float acc = 0.0f;
+    for (std::int64_t d = 0; d < sh.d; ++d)
+      acc += to_f32(qi[d]) * to_f32(kj[d]);
+    s[idx] = acc * sh.scale;
+  }
+}
+//! [scores]
+
+//! [softmax]
+// One block per row of S: three passes over the row in global memory (max, sum, normalise),
+// overwriting S with P in place and writing LSE = m + log(l). A row that sees no key (causal with
+// Sq > Skv) has m = -inf: it gets P = 0 and LSE = -inf, never exp(-inf - -inf) = NaN.
+__global__ void softmax_kernel(float* __restrict__ s, float* __restrict__ lse, Shape sh,
+                               bool causal) {
+  __shared__ float scratch[32];
+  for (std::int64_t row = blockIdx.x; row < sh.bh * sh.sq; row += gridDim.x) {
+    float* sr = s + row * sh.skv;  // (Skv) row of S, becomes the row of P
+    const std::int64_t end = causal_kv_end(row % sh.sq, sh.sq, sh.skv, causal);
+    float m = -INFINITY;
+    for (std::int64_t j = threadIdx.x; j < end; j += blockDim.x)
+      m = fmaxf(m, sr[j]);
+    m = block_reduce(
+        m, [](float a, float b) { return fmaxf(a, b); }, -INFINITY, scratch);
+    float l = 0.0f;
+    if (m != -INFINITY) {
+      for (std::int64_t j = threadIdx.x; j < end; j += blockDim.x)
+        l += expf(sr[j] - m);
+    }
+    l = block_reduce(
+        l, [](float a, float b) { return a + b; }, 0.0f, scratch);
+    const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
+    for (std::int64_t j = threadIdx.x; j < sh.skv; j += blockDim.x) {
+      sr[j] = j < end ? expf(sr[j] - m) * inv_l : 0.0f;
+    }
+    if (threadIdx.x == 0) lse[row] = l > 0.0f ? m + logf(l) : -INFINITY;
+  }
+}
+//! [softmax]
+
+//! [pv]
+// O[bh, i, d] = Σ_j P[bh, i, j] · V[bh, j, d]. Consecutive threads take consecutive d, so the
+// reads of V are coalesced and the P row is a broadcast; masked keys (P = 0) are skipped.
+template <class T, bool kCausal>
+__global__ void pv_kernel(const float* __restrict__ p, const T* __restrict__ v, T* __restrict__ o,
+                          Shape sh) {
+  const std::int64_t total = sh.bh * sh.sq * sh.d;
+  for (std::int64_t idx = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; idx < total;
+       idx += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t d = idx % sh.d;
+    const std::int64_t i = (idx / sh.d) % sh.sq;
+    const std::int64_t bh = idx / (sh.d * sh.sq);
+    const float* pi = p + (bh * sh.sq + i) * sh.skv;  // (Skv) row of P
+    const T* vb = v + bh * sh.skv * sh.d;             // (Skv, D) V of this head
+    const std::int64_t end = causal_kv_end(i, sh.sq, sh.skv, kCausal);
+    float acc = 0.0f;
+    for (std::int64_t j = 0; j < end; ++j)
+      acc += pi[j] * to_f32(vb[j * sh.d + d]);
+    o[idx] = from_f32<T>(acc);
+  }
+}
+//! [pv]
+
+}  // namespace
+
+template <class T, bool kCausal>
+void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
+  using Tr = ScalarTraits;
+  float* s = static_cast<float*>(a.workspace);
+  const auto score_blocks = grid_for(sh.bh * sh.sq * sh.skv, Tr::kScoreThreads);
+  scores_kernel<T, kCausal><<<score_blocks, Tr::kScoreThreads, 0, stream>>>(
+      static_cast<const T*>(a.q), static_cast<const T*>(a.k), s, sh);
+  FS_CHECK_LAUNCH();
+  const auto rows = sh.bh * sh.sq;
+  softmax_kernel < <<rows<Tr::kMaxBlocks ? rows : Tr::kMaxBlocks, Tr::kSoftmaxThreads, 0, stream>>>(
+                       s, a.lse, sh, kCausal);
+  FS_CHECK_LAUNCH();
+  pv_kernel<T, kCausal>
+      <<<grid_for(sh.bh * sh.sq * sh.d, Tr::kPvThreads), Tr::kPvThreads, 0, stream>>>(
+          s, static_cast<const T*>(a.v), static_cast<T*>(a.o), sh);
+  FS_CHECK_LAUNCH();
+}
+
+template <class T, bool kCausal>
+std::vector<KernelLaunchInfo> kernel_list(const Shape&) {
+  const std::string tag = std::string("<") + dtype_name<T>() + (kCausal ? ",causal>" : ">");
+  return {
+      {"scores" + tag, reinterpret_cast<const void*>(&scores_kernel<T, kCausal>),
+       ScalarTraits::kScoreThreads, 0},
+      {"softmax", reinterpret_cast<const void*>(&softmax_kernel), ScalarTraits::kSoftmaxThreads, 0},
+      {"pv" + tag, reinterpret_cast<const void*>(&pv_kernel<T, kCausal>), ScalarTraits::kPvThreads,
+       0},
+  };
+}
+
+#define FS_INSTANTIATE(T, C)                                                     \
+  template void enqueue<T, C>(const Shape&, const AttentionArgs&, cudaStream_t); \
+  template std::vector<KernelLaunchInfo> kernel_list<T, C>(const Shape&);
+FS_INSTANTIATE(__half, false)
+FS_INSTANTIATE(__half, true)
+FS_INSTANTIATE(__nv_bfloat16, false)
+FS_INSTANTIATE(__nv_bfloat16, true)
+#undef FS_INSTANTIATE
+
+}  // namespace flashsteps::scalar

@@ -1,0 +1,55 @@
+// stages/00_scalar/launcher.cu — the scalar stage as a flashsteps::Stage: limits, workspace,
+// and the one place the runtime dtype and causal flag become template arguments.
+#include "flashsteps/cuda/dtype.cuh"
+#include "kernels.cuh"
+
+namespace flashsteps {
+namespace {
+
+class ScalarStage final : public Stage {
+ public:
+  std::string_view name() const override { return "00_scalar"; }
+  std::string_view title() const override { return "The scalar baseline"; }
+  // Beyond 4k one launch takes seconds and S needs tens of GiB; the bench stops there.
+  std::int64_t bench_max_seq() const override { return 4096; }
+
+  Support supports(const Problem& p, const DeviceInfo&) const override {
+    if (p.head_dim > kMaxHeadDim) {
+      return Support::no("head_dim " + std::to_string(p.head_dim) + " > " +
+                         std::to_string(kMaxHeadDim));
+    }
+    return Support::yes();
+  }
+
+  // S (then P, in place) in fp32: 4 bytes per score.
+  std::int64_t workspace_bytes(const Problem& p) const override {
+    return 4 * p.batch_heads() * p.seq_q * p.seq_kv;
+  }
+
+  void launch(const Problem& p, const AttentionArgs& args, cudaStream_t stream) const override {
+    dispatch_dtype(p.dtype, [&]<class T>() {
+      dispatch_bool(p.causal,
+                    [&]<bool kCausal>() { scalar::enqueue<T, kCausal>(shape(p), args, stream); });
+    });
+  }
+
+  std::vector<KernelLaunchInfo> kernels(const Problem& p) const override {
+    return dispatch_dtype(p.dtype, [&]<class T>() {
+      return dispatch_bool(
+          p.causal, [&]<bool kCausal>() { return scalar::kernel_list<T, kCausal>(shape(p)); });
+    });
+  }
+
+ private:
+  static scalar::Shape shape(const Problem& p) {
+    return {p.batch_heads(), p.seq_q, p.seq_kv, p.head_dim, p.softmax_scale()};
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_stage() {
+  return std::make_unique<ScalarStage>();
+}
+
+}  // namespace flashsteps

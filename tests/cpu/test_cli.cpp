@@ -1,0 +1,87 @@
+// The runner's flag parsing (CLI11): defaults, every flag, and refusals with exit code 2.
+#include <catch2/catch.hpp>
+
+#include <sstream>
+#include <vector>
+
+#include "flashsteps/runner.hpp"
+
+using namespace flashsteps;
+
+namespace {
+
+struct Parsed {
+  std::optional<int> code;
+  RunnerOptions opt;
+  std::string out, err;
+};
+
+Parsed parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "stage99");
+  Parsed r;
+  std::ostringstream out, err;
+  r.code = parse_runner_cli(static_cast<int>(args.size()), args.data(), "99_test", "Test stage",
+                            &r.opt, out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("the issue's example command line") {
+  const Parsed r = parse({"--batch", "4", "--heads", "16", "--seq", "2048", "--dim", "64",
+                          "--causal", "--dtype", "bf16", "--iters", "7", "--seed", "9"});
+  REQUIRE_FALSE(r.code);
+  const Problem& p = r.opt.problem;
+  CHECK(p.batch == 4);
+  CHECK(p.heads == 16);
+  CHECK(p.seq_q == 2048);
+  CHECK(p.seq_kv == 2048);  // defaults to --seq
+  CHECK(p.head_dim == 64);
+  CHECK(p.causal);
+  CHECK(p.dtype == DType::bf16);
+  CHECK(r.opt.iters == 7);
+  CHECK(r.opt.seed == 9);
+}
+
+TEST_CASE("the seq-kv flag sets Skv on its own") {
+  const Parsed r = parse({"--seq", "100", "--seq-kv", "37"});
+  REQUIRE_FALSE(r.code);
+  CHECK(r.opt.problem.seq_q == 100);
+  CHECK(r.opt.problem.seq_kv == 37);
+  CHECK_FALSE(r.opt.problem.causal);
+  CHECK(r.opt.problem.dtype == DType::fp16);
+}
+
+TEST_CASE("help prints usage and exits 0") {
+  const Parsed r = parse({"--help"});
+  REQUIRE(r.code);
+  CHECK(*r.code == kExitOk);
+  CHECK_THAT(r.out, Catch::Contains("--seq-kv") && Catch::Contains("Exit codes"));
+}
+
+TEST_CASE("bad flags and bad values exit 2 with a message") {
+  for (auto args : std::vector<std::vector<const char*>>{
+           {"--bogus"}, {"--dtype", "fp32"}, {"--seq", "abc"}, {"--iters", "0"}, {"--batch"}}) {
+    const Parsed r = parse(args);
+    INFO(args.front());
+    REQUIRE(r.code);
+    CHECK(*r.code == kExitUsage);
+    CHECK_THAT(r.err, Catch::Contains("--help"));
+  }
+}
+
+TEST_CASE("invalid problems exit 2, naming the limit") {
+  Parsed r = parse({"--seq", "0"});
+  REQUIRE(r.code);
+  CHECK(*r.code == kExitUsage);
+  CHECK_THAT(r.err, Catch::Contains("seq_q = 0"));
+  r = parse({"--dim", "300"});
+  REQUIRE(r.code);
+  CHECK(*r.code == kExitUsage);
+  CHECK_THAT(r.err, Catch::Contains("256"));
+  r = parse({"--heads", "-3"});
+  REQUIRE(r.code);
+  CHECK_THAT(r.err, Catch::Contains("heads = -3"));
+}

@@ -1,0 +1,45 @@
+// tests/gpu/main.cpp — main() of every test_<stage> binary. Without a GPU, or on a GPU below the
+// stage's minimum compute capability, it says why and exits 77, which ctest reports as skipped.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <iostream>
+
+#include "suite.hpp"
+
+namespace flashsteps::test {
+namespace {
+std::unique_ptr<Stage> g_stage;
+DeviceInfo g_device;
+}  // namespace
+
+Stage& stage() {
+  return *g_stage;
+}
+const DeviceInfo& device() {
+  return g_device;
+}
+
+}  // namespace flashsteps::test
+
+int main(int argc, char** argv) {
+  using namespace flashsteps;
+  constexpr int kSkipped = 77;
+  test::g_stage = make_stage();
+  std::string why;
+  const auto dev = query_device(0, &why);
+  if (!dev) {
+    std::cout << "SKIPPED " << test::g_stage->name() << " GPU suite: " << why << '\n';
+    return kSkipped;
+  }
+  if (dev->compute_capability() < test::g_stage->min_compute_capability()) {
+    std::cout << "SKIPPED " << test::g_stage->name() << " GPU suite: needs sm_"
+              << test::g_stage->min_compute_capability() << ", " << dev->name << " is sm_"
+              << dev->compute_capability() << '\n';
+    return kSkipped;
+  }
+  test::g_device = *dev;
+  test::g_stage->setup(*dev);
+  std::cout << test::g_stage->name() << " on " << dev->summary() << '\n';
+  return Catch::Session().run(argc, argv);
+}
