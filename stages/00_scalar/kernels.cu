@@ -18,6 +18,7 @@
 // Limits: D <= 256 (any D, no tiling), fp16 and bf16, causal or not, any Sq and Skv >= 1, as
 // long as the fp32 S workspace (4·B·H·Sq·Skv bytes) fits in device memory — checked before launch.
 // =================================================================================================
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 
@@ -124,13 +125,12 @@ void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
   scores_kernel<T, kCausal><<<score_blocks, Tr::kScoreThreads, 0, stream>>>(
       static_cast<const T*>(a.q), static_cast<const T*>(a.k), s, sh);
   FS_CHECK_LAUNCH();
-  const auto rows = sh.bh * sh.sq;
-  softmax_kernel < <<rows<Tr::kMaxBlocks ? rows : Tr::kMaxBlocks, Tr::kSoftmaxThreads, 0, stream>>>(
-                       s, a.lse, sh, kCausal);
+  const auto softmax_blocks = std::min(sh.bh * sh.sq, Tr::kMaxBlocks);  // one block per row
+  softmax_kernel<<<softmax_blocks, Tr::kSoftmaxThreads, 0, stream>>>(s, a.lse, sh, kCausal);
   FS_CHECK_LAUNCH();
-  pv_kernel<T, kCausal>
-      <<<grid_for(sh.bh * sh.sq * sh.d, Tr::kPvThreads), Tr::kPvThreads, 0, stream>>>(
-          s, static_cast<const T*>(a.v), static_cast<T*>(a.o), sh);
+  const auto pv_blocks = grid_for(sh.bh * sh.sq * sh.d, Tr::kPvThreads);
+  pv_kernel<T, kCausal><<<pv_blocks, Tr::kPvThreads, 0, stream>>>(s, static_cast<const T*>(a.v),
+                                                                  static_cast<T*>(a.o), sh);
   FS_CHECK_LAUNCH();
 }
 

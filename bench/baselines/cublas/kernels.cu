@@ -17,6 +17,8 @@
 // =================================================================================================
 #include <cublas_v2.h>
 
+#include <algorithm>
+
 #include "flashsteps/cuda/dtype.cuh"
 #include "flashsteps/cuda/reduce.cuh"
 #include "flashsteps/cuda_check.hpp"
@@ -81,8 +83,8 @@ void enqueue(cublasHandle_t handle, const Problem& pr, const AttentionArgs& a,
       &zero, s, CUDA_R_32F, skv, static_cast<long long>(sq) * skv, batch, CUBLAS_COMPUTE_32F,
       CUBLAS_GEMM_DEFAULT));
   const long long rows = pr.batch_heads() * pr.seq_q;
-  softmax_kernel<T, kCausal> < <<rows<kMaxBlocks ? rows : kMaxBlocks, kSoftmaxThreads, 0, stream>>>(
-                                   s, p, a.lse, rows, sq, skv);
+  const long long blocks = std::min(rows, kMaxBlocks);
+  softmax_kernel<T, kCausal><<<blocks, kSoftmaxThreads, 0, stream>>>(s, p, a.lse, rows, sq, skv);
   FS_CHECK_LAUNCH();
   // Oᵀ (D×Sq, col-major) = Vᵀ (stored D×Skv) · Pᵀ (stored Skv×Sq)
   FS_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
