@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# The one command for a GPU host. Builds for the local GPU, then writes one run folder with
+#   provenance.json        GPU, SMs, compute capability, driver, runtime, clocks, commit, date, command
+#   nvidia-smi.txt         the full `nvidia-smi -q` of the card as found (clocks, power, ECC, MIG)
+#   runner_<stage>.txt     each stage's runner once: the check against the CPU reference, timing,
+#                          TFLOP/s, % of the measured GEMM peak, kernel resources
+#   ptxas_<stage>.txt      the build's ptxas resource report (registers, smem, spills per arch)
+#   bench_<stage>.json     Google Benchmark JSON at the canonical shapes, every stage and baseline
+#   peaks.json             the measured cuBLAS GEMM (fp16, bf16) and device-to-device copy peaks
+#   sdpa.json              PyTorch SDPA per backend (when torch is installed)
+#   tests.log              ctest on the GPU preset (CPU tests and every stage's GPU suite)
+#   sanitizers.log         compute-sanitizer memcheck, racecheck, synccheck, initcheck per stage
+#   ncu_<stage>.csv        Nsight Compute, the fixed metric set (bench/ncu-metrics.txt)
+#   table.md               the comparison table of this run (bench/table)
+#
+#   bench/gpu-check.sh [--compare] [--out DIR] [--stages "00_scalar 03_online_softmax"]
+#                      [--dtypes fp16,bf16] [--iters N]
+#   --compare   the main job only: build, run every stage, bench, print the table (no tests,
+#               sanitizers or profiles)
+# Commit a run by copying its folder to book/data/<gpu>/<run>/ and writing that path (relative to
+# book/data/) into book/data/CURRENT; the book's tables and plots are generated from it.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+
+compare=0 out="" only_stages="" dtypes=fp16 iters=30
+while (($#)); do
+  case "$1" in
+    --compare) compare=1 ;;
+    --out) out=$2; shift ;;
+    --stages) only_stages=$2; shift ;;
+    --dtypes) dtypes=$2; shift ;;
+    --iters) iters=$2; shift ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "gpu-check: no NVIDIA GPU visible (nvidia-smi -L failed). This command times kernels;" >&2
+  echo "on a machine without a GPU run tests/run.sh, or read the committed table:" >&2
+  echo "  build/cpu/bench/fs_table table book/data/\$(cat book/data/CURRENT)" >&2
+  exit 3
+fi
+
+tests/install-deps.sh || exit 1
+command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
+cmake --preset gpu >/dev/null || exit 1
+cmake --build build/gpu -j"$(nproc)" || exit 1
+
+gpu_slug=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | head -n1 |
+  tr '[:upper:]' '[:lower:]' | sed -e 's/nvidia //' -e 's/[^a-z0-9]\+/-/g' -e 's/-$//')
+commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || commit="$commit-dirty"
+export FLASHSTEPS_GIT_COMMIT=$commit
+run_id="$(date -u +%Y-%m-%d)_$commit"
+out=${out:-build/gpu/runs/$gpu_slug/$run_id}
+mkdir -p "$out"
+echo "gpu-check: writing $out"
+
+# Stage order: the numbered stages, then the baselines (from the build's own list).
+stages=$(cd build/gpu/stages && ls stage?? 2>/dev/null | sort)
+[[ -n "$only_stages" ]] && stages=$(for s in $only_stages; do echo "stage${s:0:2}"; done)
+status=0
+
+nvidia-smi -q >"$out/nvidia-smi.txt"
+smi_csv=$(nvidia-smi -i 0 --format=csv \
+  --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,power.draw,power.limit,temperature.gpu,persistence_mode)
+
+# --- the runner of every stage, once, at a mid-size shape ---------------------------------------
+for s in $stages baseline_cublas; do
+  exe=build/gpu/stages/$s
+  name=$s
+  [[ $s == stage* ]] && name=$(basename "$(ls -d stages/"${s#stage}"_* | head -n1)")
+  "$exe" --batch 4 --heads 16 --seq 2048 --dim 64 --causal --iters 20 >"$out/runner_$name.txt" 2>&1 ||
+    { echo "gpu-check: $s runner failed (see runner_$name.txt)"; status=1; }
+  cp "build/gpu/resources/$name.ptxas.txt" "$out/ptxas_$name.txt" 2>/dev/null
+done
+
+# --- benches: peaks, every stage, the cuBLAS baseline, PyTorch SDPA ------------------------------
+build/gpu/bench/bench_peaks --benchmark_out="$out/peaks.json" --benchmark_out_format=json ||
+  status=1
+for b in build/gpu/bench/bench_*; do
+  name=${b##*/bench_}
+  [[ $name == peaks ]] && continue
+  if [[ -n "$only_stages" && $name != baseline_* ]]; then
+    grep -qw "${name:0:2}" <<<"$(for s in $only_stages; do echo "${s:0:2}"; done)" || continue
+  fi
+  "$b" --fs_dtypes="$dtypes" --fs_iters="$iters" --benchmark_out="$out/bench_$name.json" \
+    --benchmark_out_format=json || { echo "gpu-check: bench_$name failed"; status=1; }
+done
+if [[ -f bench/sdpa/sdpa_bench.py ]]; then
+  python3 bench/sdpa/sdpa_bench.py --out "$out/sdpa.json" --dtypes "$dtypes" --iters "$iters" ||
+    echo "gpu-check: SDPA bench failed (see above)"
+fi
+
+# --- provenance ------------------------------------------------------------------------------------
+python3 - "$out" "$commit" "$smi_csv" "$0 $*" <<'PY' || status=1
+import json, sys, datetime
+out, commit, smi, command = sys.argv[1:5]
+ctx = json.load(open(f"{out}/peaks.json"))["context"]
+keys = ["gpu_name", "gpu_sm_count", "gpu_compute_capability", "driver_version",
+        "runtime_version", "gpu_sm_clock_mhz", "gpu_mem_clock_mhz"]
+prov = {k: ctx.get(k, "") for k in keys}
+prov.update(nvidia_smi=smi, git_commit=commit, command=command,
+            date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+json.dump(prov, open(f"{out}/provenance.json", "w"), indent=2)
+PY
+
+if ((compare == 0)); then
+  # --- tests and sanitizers ------------------------------------------------------------------------
+  ctest --test-dir build/gpu --output-on-failure >"$out/tests.log" 2>&1 ||
+    { echo "gpu-check: ctest failed (see tests.log)"; status=1; }
+  : >"$out/sanitizers.log"
+  for s in $stages baseline_cublas; do
+    for tool in memcheck racecheck synccheck initcheck; do
+      for args in "--seq 129 --seq-kv 77 --dim 64 --causal" "--seq 77 --seq-kv 129 --dim 128 --dtype bf16"; do
+        echo "=== $s $tool $args" >>"$out/sanitizers.log"
+        compute-sanitizer --tool "$tool" --error-exitcode 1 "build/gpu/stages/$s" --batch 1 \
+          --heads 2 $args --iters 1 --warmup 0 --no-peak --check-heads 2 >>"$out/sanitizers.log" 2>&1 ||
+          { echo "gpu-check: $tool failed on $s ($args)"; status=1; }
+      done
+    done
+  done
+  # --- profiles: the fixed metric set, one shape, every stage ----------------------------------------
+  if [[ -x bench/profile.sh ]] && command -v ncu >/dev/null; then
+    for s in $stages; do
+      name=$(basename "$(ls -d stages/"${s#stage}"_* | head -n1)")
+      bench/profile.sh "build/gpu/stages/$s" "$out/ncu_$name.csv" -- --batch 4 --heads 16 \
+        --seq 2048 --dim 64 --iters 1 --warmup 0 --no-peak --check-heads 0 ||
+        { echo "gpu-check: profile of $s failed"; status=1; }
+    done
+  fi
+fi
+
+if [[ -x build/gpu/bench/fs_table ]]; then
+  build/gpu/bench/fs_table table "$out" --format markdown -o "$out/table.md"
+  build/gpu/bench/fs_table table "$out"
+fi
+echo "gpu-check: run folder $out (status $status)"
+exit $status

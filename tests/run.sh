@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, configures, builds every stage and runs every test.
+# On a machine without a GPU (preset "cpu": every stage compiled for sm_80 and sm_89, and sm_90a
+# where a stage needs it) the CPU tests run and the GPU suites report "skipped"; on a GPU host
+# (preset "gpu": compiled for the local GPU) the GPU suites run too.
+#   tests/run.sh [cpu|gpu]          default: gpu if nvidia-smi sees a GPU, else cpu
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+tests/install-deps.sh --book
+command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
+
+preset=${1:-}
+if [[ -z "$preset" ]]; then
+  preset=cpu
+  if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then preset=gpu; fi
+fi
+echo "tests/run.sh: preset $preset"
+cmake --workflow --preset "$preset"
