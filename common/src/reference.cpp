@@ -29,11 +29,11 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 // One head, exact: doubles throughout.
 void head_exact(const Problem& p, const double* q, const double* k, const double* v, double* o,
-                double* lse) {
+                double* lse, std::int64_t row_begin, std::int64_t row_end) {
   const std::int64_t D = p.head_dim;
   const double scale = p.softmax_scale();
   std::vector<double> s(static_cast<std::size_t>(p.seq_kv));
-  for (std::int64_t i = 0; i < p.seq_q; ++i) {
+  for (std::int64_t i = row_begin; i < row_end; ++i) {
     const std::int64_t end = p.kv_end(i);
     double* oi = o + i * D;
     std::fill(oi, oi + D, 0.0);
@@ -65,12 +65,12 @@ void head_exact(const Problem& p, const double* q, const double* k, const double
 
 // One head, as a careful fp32 kernel computes it: fp32 scores and sums, P rounded to the dtype.
 void head_same_precision(const Problem& p, const double* q, const double* k, const double* v,
-                         double* o, double* lse) {
+                         double* o, double* lse, std::int64_t row_begin, std::int64_t row_end) {
   const std::int64_t D = p.head_dim;
   const float scale = p.softmax_scale();
   std::vector<float> s(static_cast<std::size_t>(p.seq_kv));
   std::vector<float> acc(static_cast<std::size_t>(D));
-  for (std::int64_t i = 0; i < p.seq_q; ++i) {
+  for (std::int64_t i = row_begin; i < row_end; ++i) {
     const std::int64_t end = p.kv_end(i);
     double* oi = o + i * D;
     if (end == 0) {
@@ -123,28 +123,38 @@ Reference reference_attention(const HostInputs& in, const std::vector<std::int64
                               RefPrecision precision) {
   const Problem& p = in.problem;
   const std::int64_t D = p.head_dim;
+  const auto nh = static_cast<std::int64_t>(heads.size());
   Reference r;
   r.heads = heads;
-  r.o.assign(heads.size() * p.seq_q * D, 0.0);
-  r.lse.assign(heads.size() * p.seq_q, 0.0);
-  parallel_for(static_cast<std::int64_t>(heads.size()), [&](std::int64_t idx) {
-    const std::int64_t h = heads[idx];
+  r.o.assign(nh * p.seq_q * D, 0.0);
+  r.lse.assign(nh * p.seq_q, 0.0);
+  // Decode each selected head's Q, K, V once, then spread (head, block of rows) over the cores:
+  // a few heads of a long sequence keep every core busy.
+  std::vector<std::vector<double>> q(nh), k(nh), v(nh);
+  parallel_for(nh, [&](std::int64_t idx) {
     auto decode = [&](const std::vector<std::uint16_t>& t, std::int64_t rows) {
       std::vector<double> out(static_cast<std::size_t>(rows * D));
-      const std::uint16_t* src = t.data() + h * rows * D;
+      const std::uint16_t* src = t.data() + heads[idx] * rows * D;
       for (std::int64_t e = 0; e < rows * D; ++e)
         out[e] = bits_to_float(src[e], p.dtype);
       return out;
     };
-    const auto q = decode(in.q, p.seq_q);
-    const auto k = decode(in.k, p.seq_kv);
-    const auto v = decode(in.v, p.seq_kv);
+    q[idx] = decode(in.q, p.seq_q);
+    k[idx] = decode(in.k, p.seq_kv);
+    v[idx] = decode(in.v, p.seq_kv);
+  });
+  constexpr std::int64_t kRowsPerTask = 32;
+  const std::int64_t blocks = (p.seq_q + kRowsPerTask - 1) / kRowsPerTask;
+  parallel_for(nh * blocks, [&](std::int64_t task) {
+    const std::int64_t idx = task / blocks;
+    const std::int64_t begin = (task % blocks) * kRowsPerTask;
+    const std::int64_t end = std::min(begin + kRowsPerTask, p.seq_q);
     double* o = r.o.data() + idx * p.seq_q * D;
     double* lse = r.lse.data() + idx * p.seq_q;
     if (precision == RefPrecision::exact)
-      head_exact(p, q.data(), k.data(), v.data(), o, lse);
+      head_exact(p, q[idx].data(), k[idx].data(), v[idx].data(), o, lse, begin, end);
     else
-      head_same_precision(p, q.data(), k.data(), v.data(), o, lse);
+      head_same_precision(p, q[idx].data(), k[idx].data(), v[idx].data(), o, lse, begin, end);
   });
   return r;
 }
