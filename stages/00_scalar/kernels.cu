@@ -3,7 +3,7 @@
 //
 // What this stage is: the definition, executed literally.
 //     S = scale · Q Kᵀ          (scores_kernel:  one thread per element of S, fp32 dot over D)
-//     P = softmax_rows(S)       (softmax_kernel: one block per row of S, in place, writes LSE)
+//     P = softmax_rows(S)       (row_softmax:    one block per row of S, in place, writes LSE)
 //     O = P V                   (pv_kernel:      one thread per element of O, fp32 dot over Skv)
 // S (and then P, in the same buffer) is a fp32 [B·H, Sq, Skv] tensor in global memory: O(S²)
 // bytes written and read back three times, where the inputs and outputs are only O(S·D).
@@ -18,12 +18,11 @@
 // Limits: D <= 256 (any D, no tiling), fp16 and bf16, causal or not, any Sq and Skv >= 1, as
 // long as the fp32 S workspace (4·B·H·Sq·Skv bytes) fits in device memory — checked before launch.
 // =================================================================================================
-#include <algorithm>
 #include <cfloat>
 #include <cmath>
 
 #include "flashsteps/cuda/dtype.cuh"
-#include "flashsteps/cuda/reduce.cuh"
+#include "flashsteps/cuda/row_softmax.cuh"
 #include "flashsteps/cuda_check.hpp"
 #include "kernels.cuh"
 
@@ -61,37 +60,6 @@ __global__ void scores_kernel(const T* __restrict__ q, const T* __restrict__ k,
 }
 //! [scores]
 
-//! [softmax]
-// One block per row of S: three passes over the row in global memory (max, sum, normalise),
-// overwriting S with P in place and writing LSE = m + log(l). A row that sees no key (causal with
-// Sq > Skv) has m = -inf: it gets P = 0 and LSE = -inf, never exp(-inf - -inf) = NaN.
-__global__ void softmax_kernel(float* __restrict__ s, float* __restrict__ lse, Shape sh,
-                               bool causal) {
-  __shared__ float scratch[32];
-  for (std::int64_t row = blockIdx.x; row < sh.bh * sh.sq; row += gridDim.x) {
-    float* sr = s + row * sh.skv;  // (Skv) row of S, becomes the row of P
-    const std::int64_t end = causal_kv_end(row % sh.sq, sh.sq, sh.skv, causal);
-    float m = -INFINITY;
-    for (std::int64_t j = threadIdx.x; j < end; j += blockDim.x)
-      m = fmaxf(m, sr[j]);
-    m = block_reduce(
-        m, [](float a, float b) { return fmaxf(a, b); }, -INFINITY, scratch);
-    float l = 0.0f;
-    if (m != -INFINITY) {
-      for (std::int64_t j = threadIdx.x; j < end; j += blockDim.x)
-        l += expf(sr[j] - m);
-    }
-    l = block_reduce(
-        l, [](float a, float b) { return a + b; }, 0.0f, scratch);
-    const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
-    for (std::int64_t j = threadIdx.x; j < sh.skv; j += blockDim.x) {
-      sr[j] = j < end ? expf(sr[j] - m) * inv_l : 0.0f;
-    }
-    if (threadIdx.x == 0) lse[row] = l > 0.0f ? m + logf(l) : -INFINITY;
-  }
-}
-//! [softmax]
-
 //! [pv]
 // O[bh, i, d] = Σ_j P[bh, i, j] · V[bh, j, d]. Consecutive threads take consecutive d, so the
 // reads of V are coalesced and the P row is a broadcast; masked keys (P = 0) are skipped.
@@ -125,9 +93,12 @@ void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
   scores_kernel<T, kCausal><<<score_blocks, Tr::kScoreThreads, 0, stream>>>(
       static_cast<const T*>(a.q), static_cast<const T*>(a.k), s, sh);
   FS_CHECK_LAUNCH();
-  const auto softmax_blocks = std::min(sh.bh * sh.sq, Tr::kMaxBlocks);  // one block per row
-  softmax_kernel<<<softmax_blocks, Tr::kSoftmaxThreads, 0, stream>>>(s, a.lse, sh, kCausal);
-  FS_CHECK_LAUNCH();
+  //! [softmax]
+  // One block per row of S: three passes over the row in global memory (max, sum, normalise),
+  // overwriting S with P in place and writing LSE = m + log(l). The kernel is shared with stages
+  // 01 and 02 and the cuBLAS baseline: common/include/flashsteps/cuda/row_softmax.cuh.
+  launch_row_softmax<float, kCausal>(s, s, a.lse, {sh.bh * sh.sq, sh.sq, sh.skv, sh.skv}, stream);
+  //! [softmax]
   const auto pv_blocks = grid_for(sh.bh * sh.sq * sh.d, Tr::kPvThreads);
   pv_kernel<T, kCausal><<<pv_blocks, Tr::kPvThreads, 0, stream>>>(s, static_cast<const T*>(a.v),
                                                                   static_cast<T*>(a.o), sh);
@@ -140,7 +111,7 @@ std::vector<KernelLaunchInfo> kernel_list(const Shape&) {
   return {
       {"scores" + tag, reinterpret_cast<const void*>(&scores_kernel<T, kCausal>),
        ScalarTraits::kScoreThreads, 0},
-      {"softmax", reinterpret_cast<const void*>(&softmax_kernel), ScalarTraits::kSoftmaxThreads, 0},
+      row_softmax_info<float, kCausal>(),
       {"pv" + tag, reinterpret_cast<const void*>(&pv_kernel<T, kCausal>), ScalarTraits::kPvThreads,
        0},
   };

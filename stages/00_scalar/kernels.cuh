@@ -11,14 +11,11 @@
 namespace flashsteps::scalar {
 
 /// Launch shapes of the scalar stage. Each kernel is a flat grid-stride loop, so the only
-/// parameters are block sizes.
+/// parameters are block sizes (the row softmax has its own: RowSoftmaxTraits).
 struct ScalarTraits {
-  static constexpr int kScoreThreads = 256;    // threads per block, scores kernel
-  static constexpr int kSoftmaxThreads = 256;  // threads per block; one block per S row
-  static constexpr int kPvThreads = 256;       // threads per block, P·V kernel
+  static constexpr int kScoreThreads = 256;  // threads per block, scores kernel
+  static constexpr int kPvThreads = 256;     // threads per block, P·V kernel
   static constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 20;  // grid-stride beyond this
-  static_assert(kSoftmaxThreads % 32 == 0 && kSoftmaxThreads <= 1024,
-                "the softmax block reduction assumes whole warps, at most 32 of them");
   static_assert(kScoreThreads % 32 == 0 && kPvThreads % 32 == 0, "blocks of whole warps");
 };
 

@@ -17,48 +17,13 @@
 // =================================================================================================
 #include <cublas_v2.h>
 
-#include <algorithm>
-
 #include "flashsteps/cuda/dtype.cuh"
-#include "flashsteps/cuda/reduce.cuh"
+#include "flashsteps/cuda/row_softmax.cuh"
 #include "flashsteps/cuda_check.hpp"
 #include "kernels.cuh"
 
 namespace flashsteps::cublas_baseline {
 namespace {
-
-// One block per row of S: max, sum, then P = exp(S - m) / l written in the dtype.
-template <class T, bool kCausal>
-__global__ void softmax_kernel(const float* __restrict__ s, T* __restrict__ p,
-                               float* __restrict__ lse, long long rows, long long sq,
-                               long long skv) {
-  __shared__ float scratch[32];
-  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
-    const float* sr = s + row * skv;  // (Skv) row of S
-    T* pr = p + row * skv;            // (Skv) row of P
-    const long long end = causal_kv_end(row % sq, sq, skv, kCausal);
-    float m = -INFINITY;
-    for (long long j = threadIdx.x; j < end; j += blockDim.x)
-      m = fmaxf(m, sr[j]);
-    m = block_reduce(
-        m, [](float a, float b) { return fmaxf(a, b); }, -INFINITY, scratch);
-    float l = 0.0f;
-    if (m != -INFINITY) {
-      for (long long j = threadIdx.x; j < end; j += blockDim.x)
-        l += expf(sr[j] - m);
-    }
-    l = block_reduce(
-        l, [](float a, float b) { return a + b; }, 0.0f, scratch);
-    const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
-    for (long long j = threadIdx.x; j < skv; j += blockDim.x) {
-      pr[j] = from_f32<T>(j < end ? expf(sr[j] - m) * inv_l : 0.0f);
-    }
-    if (threadIdx.x == 0) lse[row] = l > 0.0f ? m + logf(l) : -INFINITY;
-  }
-}
-
-constexpr int kSoftmaxThreads = 256;
-constexpr long long kMaxBlocks = 1 << 20;
 
 template <class T>
 constexpr cudaDataType_t cuda_type() {
@@ -82,10 +47,8 @@ void enqueue(cublasHandle_t handle, const Problem& pr, const AttentionArgs& a,
       static_cast<long long>(skv) * d, a.q, cuda_type<T>(), d, static_cast<long long>(sq) * d,
       &zero, s, CUDA_R_32F, skv, static_cast<long long>(sq) * skv, batch, CUBLAS_COMPUTE_32F,
       CUBLAS_GEMM_DEFAULT));
-  const long long rows = pr.batch_heads() * pr.seq_q;
-  const long long blocks = std::min(rows, kMaxBlocks);
-  softmax_kernel<T, kCausal><<<blocks, kSoftmaxThreads, 0, stream>>>(s, p, a.lse, rows, sq, skv);
-  FS_CHECK_LAUNCH();
+  // The unfused stages' row softmax (flashsteps/cuda/row_softmax.cuh), P written in the dtype.
+  launch_row_softmax<T, kCausal>(s, p, a.lse, {pr.batch_heads() * pr.seq_q, sq, skv, skv}, stream);
   // Oᵀ (D×Sq, col-major) = Vᵀ (stored D×Skv) · Pᵀ (stored Skv×Sq)
   FS_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       handle, CUBLAS_OP_N, CUBLAS_OP_N, d, sq, skv, &one, a.v, cuda_type<T>(), d,
@@ -96,10 +59,8 @@ void enqueue(cublasHandle_t handle, const Problem& pr, const AttentionArgs& a,
 
 template <class T, bool kCausal>
 std::vector<KernelLaunchInfo> kernel_list() {
-  const std::string tag = std::string("<") + dtype_name<T>() + (kCausal ? ",causal>" : ">");
   // The GEMM kernels are cuBLAS's own (pick them up in Nsight Compute); ours is the softmax.
-  return {{"softmax" + tag, reinterpret_cast<const void*>(&softmax_kernel<T, kCausal>),
-           kSoftmaxThreads, 0}};
+  return {row_softmax_info<T, kCausal>()};
 }
 
 #define FS_INSTANTIATE(T, C)                                                                       \

@@ -4,6 +4,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "flashsteps/problem.hpp"
@@ -23,6 +26,40 @@ decltype(auto) dispatch_bool(bool b, F&& f) {
   if (b) return f.template operator()<true>();
   return f.template operator()<false>();
 }
+
+/// The head dimensions a stage instantiates its kernels for: the check its supports() reports and
+/// the one switch from the runtime D to a template argument.
+template <int... kDims>
+struct HeadDims {
+  static constexpr bool contains(std::int64_t d) { return ((d == kDims) || ...); }
+  /// "{64, 128}"
+  static std::string list() {
+    std::string s;
+    ((s += (s.empty() ? "" : ", ") + std::to_string(kDims)), ...);
+    return "{" + s + "}";
+  }
+  /// Empty when supported, else the message naming the supported set.
+  static std::string why_not(std::int64_t d) {
+    if (contains(d)) return {};
+    return "head_dim " + std::to_string(d) + " is not supported: D must be one of " + list();
+  }
+  /// Calls f.template operator()<D>() with D == d; throws (a bug: supports() refuses first).
+  template <class F>
+  static decltype(auto) dispatch(std::int64_t d, F&& f) {
+    return dispatch_impl<kDims...>(d, f);
+  }
+
+ private:
+  template <int kFirst, int... kRest, class F>
+  static decltype(auto) dispatch_impl(std::int64_t d, F& f) {
+    if (d == kFirst) return f.template operator()<kFirst>();
+    if constexpr (sizeof...(kRest) > 0) {
+      return dispatch_impl<kRest...>(d, f);
+    } else {
+      throw std::invalid_argument(why_not(d));
+    }
+  }
+};
 
 template <class T>
 __host__ __device__ inline float to_f32(T x) {

@@ -1,0 +1,293 @@
+// =================================================================================================
+// Stage 01 — tiled: both products through shared memory with register blocking, S still in global.
+//
+// What changed since stage 00: the same three kernels, S = scale·QKᵀ → row softmax → O = PV,
+// with S (then P, in place) an fp32 [B·H, Sq, Skv] tensor in global memory. But each product is
+// now a classic tiled SGEMM instead of one thread per output element:
+//   * a block computes a (Br, Bc) = (64, 64) tile of S, or a (Br, D) tile of O;
+//   * the reduction dimension (D for the scores, the keys for P·V) is walked in chunks of
+//     Bk = 32: the block stages a chunk of each operand in shared memory (fp32, converted once on
+//     load), and every element staged is then used by all 64 rows or columns of the tile (by all
+//     D columns, for P) instead of being fetched again for each output;
+//   * each thread keeps a 4 × 4 (scores) or 4 × D/16 (P·V) micro-tile of accumulators in
+//     registers, so one shared-memory word read feeds 4 (or 4..8) FMAs;
+//   * causal: a tile of S entirely above the diagonal is skipped (the softmax reads only the
+//     visible keys of a row), and P·V stops at the last key its rows see.
+// The row softmax is unchanged (flashsteps/cuda/row_softmax.cuh, shared with stage 00).
+//
+// Which metric should move, and by how much (written before measuring). Per score (one element
+// of S, 4·D FLOPs over the two products):
+//   * Operand bytes requested from L1/L2 by the products fall ~64×. Stage 00 loads a Q and a K
+//     row per score (4·D bytes, 256 B at D = 64) and a P element plus a V column per output
+//     (6·D bytes); here a Q chunk is loaded once per 64 keys and a K chunk once per 64 queries:
+//     2·D·(1/Br + 1/Bc) = D/16 bytes per score (4 B at D = 64), and P·V needs 4 + 2·D/Br
+//     (6 B at D = 64). Expect l1tex__t_bytes and smsp__inst_executed_op_global_ld of the two
+//     product kernels down by one to two orders of magnitude, and their long-scoreboard and
+//     lg-throttle stalls with them.
+//   * DRAM bytes per score do not move: S is written once (4 B), the softmax reads and writes
+//     it (8 B; its second and third passes hit L1/L2 while the resident rows fit there, up to
+//     8 B more at Skv of several thousand), P·V reads P (4 B): ~16 B per score
+//     (~10 B causal, half the tiles skipped) against O(D/S) bytes for Q, K, V, O.
+//     dram__bytes_read.sum + dram__bytes_write.sum ≈ 16·B·H·Sq·Skv.
+//   * The products become fp32-FMA bound: sm__pipe_fma_cycles_active of the scores and P·V
+//     kernels above 50%. Their arithmetic intensity against DRAM is 2·D FLOPs per 4 B of S
+//     (32 FLOP/B at D = 64), past the fp32 ridge of an A100 (19.5 TFLOP/s / 1.5 TB/s ≈ 13) but
+//     not of an L4 (30 / 0.3 = 100): how much time the softmax's share takes depends on the GPU.
+//     The softmax kernel's own time is exactly stage 00's.
+//
+// Limits: D ∈ {64, 128} (templates; D must be a multiple of Bk = 32 and of 16), fp16 and bf16,
+// causal or not, any Sq, Skv >= 1 while the fp32 S workspace (4·B·H·Sq·Skv bytes) fits in device
+// memory. No tensor cores yet: products on fp32 FMA units, at most the fp32 peak.
+// =================================================================================================
+#include <cstring>
+
+#include "flashsteps/cuda/dtype.cuh"
+#include "flashsteps/cuda/row_softmax.cuh"
+#include "flashsteps/cuda_check.hpp"
+#include "kernels.cuh"
+
+namespace flashsteps::tiled {
+namespace {
+
+__host__ __device__ constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Four consecutive fp16/bf16 elements (one 8-byte load) converted to fp32.
+template <class T>
+__device__ inline void load4_f32(const T* __restrict__ src, float (&f)[4]) {
+  const uint2 raw = *reinterpret_cast<const uint2*>(src);
+  T h[4];
+  std::memcpy(h, &raw, sizeof(raw));
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    f[e] = to_f32(h[e]);
+}
+
+//! [load_chunk]
+// Stages columns [d0, d0 + Bk) of `rows` rows of a row-major (rows, D) matrix (Q or K) in shared
+// memory as fp32; rows past `rows` are zero-filled, never read. Thread → (row r, 4 columns c): a
+// warp covers 4 rows × 32 columns, and with the odd pitch Bk + 1 its 32 stores for each of the
+// 4 elements land in 32 different banks.
+template <class T, int D, int kRows>
+__device__ void load_rows_chunk(const T* __restrict__ src, int rows, int d0,
+                                float (*dst)[TiledTraits<D>::kLd]) {
+  using Tr = TiledTraits<D>;
+  constexpr int kVecsPerRow = Tr::kBk / Tr::kVec;  // 8
+  static_assert(kRows * kVecsPerRow % Tr::kThreads == 0, "whole vectors per thread");
+#pragma unroll
+  for (int it = 0; it < kRows * kVecsPerRow / Tr::kThreads; ++it) {
+    const int v = threadIdx.x + it * Tr::kThreads;
+    const int r = v / kVecsPerRow, c = (v % kVecsPerRow) * Tr::kVec;
+    float f[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (r < rows) load4_f32(src + r * D + d0 + c, f);  // 8-byte aligned: D, d0, c are ×4
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      dst[r][c + e] = f[e];
+  }
+}
+//! [load_chunk]
+
+//! [scores]
+// S[bh, i, j] = scale · Σ_d Q[bh, i, d] · K[bh, j, d] for one (Br, Bc) tile per block iteration.
+// Only visible scores (j < kv_end(i)) are written: the row softmax reads nothing else.
+template <class T, int D, bool kCausal>
+__global__ void __launch_bounds__(TiledTraits<D>::kThreads)
+    scores_kernel(const T* __restrict__ q, const T* __restrict__ k, float* __restrict__ s,
+                  Shape sh) {
+  using Tr = TiledTraits<D>;
+  __shared__ float qs[Tr::kBr][Tr::kLd];  // (Br, Bk) chunk of Q, fp32, row pitch Bk + 1
+  __shared__ float ks[Tr::kBc][Tr::kLd];  // (Bc, Bk) chunk of K, fp32, row pitch Bk + 1
+  const int tx = threadIdx.x % Tr::kThreadsX, ty = threadIdx.x / Tr::kThreadsX;
+  const std::int64_t tiles_q = ceil_div(sh.sq, Tr::kBr), tiles_kv = ceil_div(sh.skv, Tr::kBc);
+
+  for (std::int64_t tile = blockIdx.x; tile < sh.bh * tiles_q * tiles_kv; tile += gridDim.x) {
+    const std::int64_t bh = tile / (tiles_q * tiles_kv);
+    const std::int64_t i0 = tile / tiles_kv % tiles_q * Tr::kBr;  // first query row of the tile
+    const std::int64_t j0 = tile % tiles_kv * Tr::kBc;            // first key of the tile
+    const int rows_q = static_cast<int>(min(std::int64_t{Tr::kBr}, sh.sq - i0));
+    const int rows_k = static_cast<int>(min(std::int64_t{Tr::kBc}, sh.skv - j0));
+    // Causal: kv_end grows with i, so if the tile's last row sees none of its keys, no row does.
+    // The condition is the same for every thread of the block: skipping cannot split a barrier.
+    if (j0 >= causal_kv_end(i0 + rows_q - 1, sh.sq, sh.skv, kCausal)) continue;
+
+    const T* qt = q + (bh * sh.sq + i0) * D;   // (rows_q, D) rows of Q
+    const T* kt = k + (bh * sh.skv + j0) * D;  // (rows_k, D) rows of K
+    float acc[Tr::kTm][Tr::kTn] = {};          // (Tm, Tn) registers: S[i0+ty+16m, j0+tx+16n]
+
+    for (int d0 = 0; d0 < D; d0 += Tr::kBk) {
+      load_rows_chunk<T, D, Tr::kBr>(qt, rows_q, d0, qs);
+      load_rows_chunk<T, D, Tr::kBc>(kt, rows_k, d0, ks);
+      __syncthreads();  // the chunk is staged: every thread reads rows other threads loaded
+#pragma unroll
+      for (int kk = 0; kk < Tr::kBk; ++kk) {
+        float a[Tr::kTm], b[Tr::kTn];  // a column of the Q chunk, a column of the K chunk
+#pragma unroll
+        for (int m = 0; m < Tr::kTm; ++m)
+          a[m] = qs[ty + Tr::kThreadsY * m][kk];  // two words per warp: broadcasts
+#pragma unroll
+        for (int n = 0; n < Tr::kTn; ++n)
+          b[n] = ks[tx + Tr::kThreadsX * n][kk];  // 16 rows, pitch 33: 16 different banks
+#pragma unroll
+        for (int m = 0; m < Tr::kTm; ++m)
+#pragma unroll
+          for (int n = 0; n < Tr::kTn; ++n)
+            acc[m][n] = fmaf(a[m], b[n], acc[m][n]);
+      }
+      __syncthreads();  // all reads of this chunk are done before the next one overwrites it
+    }
+
+#pragma unroll
+    for (int m = 0; m < Tr::kTm; ++m) {
+      const int r = ty + Tr::kThreadsY * m;
+      if (r >= rows_q) continue;
+      const std::int64_t end = causal_kv_end(i0 + r, sh.sq, sh.skv, kCausal);  // <= Skv
+      float* srow = s + (bh * sh.sq + i0 + r) * sh.skv;                        // (Skv) row of S
+#pragma unroll
+      for (int n = 0; n < Tr::kTn; ++n) {
+        const std::int64_t j = j0 + tx + Tr::kThreadsX * n;
+        if (j < end) srow[j] = acc[m][n] * sh.scale;
+      }
+    }
+  }
+}
+//! [scores]
+
+//! [pv]
+// O[bh, i, :] = Σ_j P[bh, i, j] · V[bh, j, :] for one (Br, D) tile of O per block iteration:
+// the whole row of O in one block, so every output element is written exactly once, by one
+// thread, with no atomics. Keys are walked in chunks of Bk up to the last key the tile sees.
+template <class T, int D, bool kCausal>
+__global__ void __launch_bounds__(TiledTraits<D>::kThreads)
+    pv_kernel(const float* __restrict__ p, const T* __restrict__ v, T* __restrict__ o, Shape sh) {
+  using Tr = TiledTraits<D>;
+  __shared__ float ps[Tr::kBr][Tr::kLd];          // (Br, Bk) chunk of P, row pitch Bk + 1
+  __shared__ __align__(16) float vs[Tr::kBk][D];  // (Bk, D) chunk of V, fp32
+  const int tx = threadIdx.x % Tr::kThreadsX, ty = threadIdx.x / Tr::kThreadsX;
+  const std::int64_t tiles_q = ceil_div(sh.sq, Tr::kBr);
+
+  for (std::int64_t tile = blockIdx.x; tile < sh.bh * tiles_q; tile += gridDim.x) {
+    const std::int64_t bh = tile / tiles_q;
+    const std::int64_t i0 = tile % tiles_q * Tr::kBr;  // first query row of the tile
+    const int rows = static_cast<int>(min(std::int64_t{Tr::kBr}, sh.sq - i0));
+    // Keys [0, kv_end) are visible to at least the tile's last row; past it P is 0 for every row.
+    // 0 when no row sees a key: the loop does not run and O = 0, as the contract wants.
+    const std::int64_t kv_end = causal_kv_end(i0 + rows - 1, sh.sq, sh.skv, kCausal);
+    const float* pt = p + (bh * sh.sq + i0) * sh.skv;  // (rows, Skv) rows of P
+    const T* vh = v + bh * sh.skv * D;                 // (Skv, D) V of this head
+    float acc[Tr::kTm][Tr::kTd] = {};                  // (Tm, Td) registers: O[i0+ty+16m, tx+16n]
+
+    for (std::int64_t k0 = 0; k0 < kv_end; k0 += Tr::kBk) {
+      const int cols = static_cast<int>(min(std::int64_t{Tr::kBk}, kv_end - k0));
+      // P chunk: thread → column c of rows r0, r0 + 8, …: a warp reads 32 consecutive fp32 of
+      // one row (128 B) and stores them to one smem row. Outside (rows, cols) zero-filled.
+      // Inside, P was written by the softmax (0 past a row's own kv_end), so 0 · V never meets
+      // an unwritten value.
+      {
+        constexpr int kRowStep = Tr::kThreads / Tr::kBk;  // 8 rows per pass of the block
+        const int c = threadIdx.x % Tr::kBk, r0 = threadIdx.x / Tr::kBk;
+        const float* src = pt + r0 * sh.skv + k0 + c;  // (rows, cols) chunk, element (r0, c)
+#pragma unroll
+        for (int it = 0; it < Tr::kBr / kRowStep; ++it, src += kRowStep * sh.skv) {
+          const int r = r0 + it * kRowStep;
+          ps[r][c] = (r < rows && c < cols) ? *src : 0.0f;  // *src only inside the chunk
+        }
+      }
+      // V chunk: each thread converts 4 consecutive elements (8 B) into one float4; 8 threads
+      // store 128 contiguous bytes. Keys past `cols` zero-filled: their P is 0, but 0 · garbage
+      // could be NaN.
+      constexpr int kVecsPerRow = D / Tr::kVec;
+#pragma unroll
+      for (int it = 0; it < Tr::kBk * kVecsPerRow / Tr::kThreads; ++it) {
+        const int vi = threadIdx.x + it * Tr::kThreads;
+        const int r = vi / kVecsPerRow, c = (vi % kVecsPerRow) * Tr::kVec;
+        float f[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (r < cols) load4_f32(vh + (k0 + r) * D + c, f);
+        *reinterpret_cast<float4*>(&vs[r][c]) = make_float4(f[0], f[1], f[2], f[3]);
+      }
+      __syncthreads();  // the chunk is staged
+      // Unrolled by 8, not fully: with D = 128 a full unroll hoists the shared loads of all 32
+      // steps and leaves no room under ptxas' register target (the ptxas report shows a spill).
+#pragma unroll 8
+      for (int kk = 0; kk < Tr::kBk; ++kk) {
+        float a[Tr::kTm], b[Tr::kTd];  // a column of the P chunk, a row of the V chunk
+#pragma unroll
+        for (int m = 0; m < Tr::kTm; ++m)
+          a[m] = ps[ty + Tr::kThreadsY * m][kk];  // two words per warp: broadcasts
+#pragma unroll
+        for (int n = 0; n < Tr::kTd; ++n)
+          b[n] = vs[kk][tx + Tr::kThreadsX * n];  // 16 consecutive words
+#pragma unroll
+        for (int m = 0; m < Tr::kTm; ++m)
+#pragma unroll
+          for (int n = 0; n < Tr::kTd; ++n)
+            acc[m][n] = fmaf(a[m], b[n], acc[m][n]);
+      }
+      __syncthreads();  // all reads of this chunk are done before the next one overwrites it
+    }
+
+#pragma unroll
+    for (int m = 0; m < Tr::kTm; ++m) {
+      const int r = ty + Tr::kThreadsY * m;
+      if (r >= rows) continue;
+      T* orow = o + (bh * sh.sq + i0 + r) * D;  // (D) row of O
+#pragma unroll
+      for (int n = 0; n < Tr::kTd; ++n)
+        orow[tx + Tr::kThreadsX * n] = from_f32<T>(acc[m][n]);
+    }
+  }
+}
+//! [pv]
+
+template <int D>
+unsigned grid_for(std::int64_t tiles) {
+  return static_cast<unsigned>(tiles < TiledTraits<D>::kMaxBlocks ? tiles
+                                                                  : TiledTraits<D>::kMaxBlocks);
+}
+
+}  // namespace
+
+template <class T, int D, bool kCausal>
+void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
+  using Tr = TiledTraits<D>;
+  float* s = static_cast<float*>(a.workspace);  // (B·H, Sq, Skv) fp32: S, then P in place
+  const std::int64_t tiles_q = ceil_div(sh.sq, Tr::kBr);
+  const unsigned score_blocks = grid_for<D>(sh.bh * tiles_q * ceil_div(sh.skv, Tr::kBc));
+  scores_kernel<T, D, kCausal><<<score_blocks, Tr::kThreads, 0, stream>>>(
+      static_cast<const T*>(a.q), static_cast<const T*>(a.k), s, sh);
+  FS_CHECK_LAUNCH();
+  launch_row_softmax<float, kCausal>(s, s, a.lse, {sh.bh * sh.sq, sh.sq, sh.skv, sh.skv}, stream);
+  const unsigned pv_blocks = grid_for<D>(sh.bh * tiles_q);
+  pv_kernel<T, D, kCausal><<<pv_blocks, Tr::kThreads, 0, stream>>>(s, static_cast<const T*>(a.v),
+                                                                   static_cast<T*>(a.o), sh);
+  FS_CHECK_LAUNCH();
+}
+
+template <class T, int D, bool kCausal>
+std::vector<KernelLaunchInfo> kernel_list(const Shape&) {
+  using Tr = TiledTraits<D>;
+  const std::string tag =
+      "<d" + std::to_string(D) + "," + dtype_name<T>() + (kCausal ? ",causal>" : ">");
+  // Static shared memory only: KernelLaunchInfo::smem_bytes counts the dynamic part (0).
+  return {
+      {"scores" + tag, reinterpret_cast<const void*>(&scores_kernel<T, D, kCausal>), Tr::kThreads,
+       0},
+      row_softmax_info<float, kCausal>(),
+      {"pv" + tag, reinterpret_cast<const void*>(&pv_kernel<T, D, kCausal>), Tr::kThreads, 0},
+  };
+}
+
+#define FS_INSTANTIATE(T, D, C)                                                     \
+  template void enqueue<T, D, C>(const Shape&, const AttentionArgs&, cudaStream_t); \
+  template std::vector<KernelLaunchInfo> kernel_list<T, D, C>(const Shape&);
+#define FS_INSTANTIATE_D(D)               \
+  FS_INSTANTIATE(__half, D, false)        \
+  FS_INSTANTIATE(__half, D, true)         \
+  FS_INSTANTIATE(__nv_bfloat16, D, false) \
+  FS_INSTANTIATE(__nv_bfloat16, D, true)
+FS_INSTANTIATE_D(64)
+FS_INSTANTIATE_D(128)
+#undef FS_INSTANTIATE_D
+#undef FS_INSTANTIATE
+
+}  // namespace flashsteps::tiled

@@ -1,0 +1,356 @@
+// =================================================================================================
+// Stage 02 — WMMA: both products on tensor cores, S still in global memory.
+//
+// What changed since stage 01: the same three kernels and the same (Br, Bc) = (64, 64) tiles of
+// S, but the products run on tensor cores through nvcuda::wmma: 16 × 16 × 16 fragments, fp16 or
+// bf16 inputs, fp32 accumulation.
+//   * Operands stay in the input dtype in shared memory (16-bit, half of stage 01's fp32 tiles):
+//     a block stages a whole (64, D) tile of Q and of K, and eight warps each multiply a
+//     (32, 16) part of the (64, 64) tile of S as 2 × 1 accumulator fragments, walking D 16 at a
+//     time (the warp layout is drawn in kernels.cuh).
+//   * P·V runs on tensor cores too, so the softmax now writes P in the input dtype into a
+//     separate buffer (rows padded to 8 elements for 16-byte loads), like the cuBLAS baseline;
+//     S stays fp32. A block owns a (64, D) tile of O and walks the keys 64 at a time.
+//   * Fragments never touch global memory: accumulators are stored to an fp32 staging tile in
+//     shared memory, and the block copies it out row by row, masked at the ragged edges
+//     (i >= Sq, j >= Skv) and by the causal mask. store_matrix_sync straight to global would
+//     write whole 16 × 16 fragments past the edges and needs a row pitch that is a multiple of
+//     16 bytes, which an arbitrary Skv is not.
+//   * Causal: as in stage 01, tiles of S above the diagonal are skipped, and P·V stops at the
+//     last key its rows see.
+//
+// Which metric should move, and by how much (written before measuring). Per score:
+//   * The products leave the fp32 pipe for the tensor pipe: sm__inst_executed_pipe_fma of the
+//     scores and P·V kernels falls to the address arithmetic, sm__pipe_tensor_op_hmma_cycles_active
+//     rises from 0. Their 4·D FLOPs per score now take ~1/16 of the time they took on fp32 units
+//     (A100: 312 vs 19.5 TFLOP/s), far below what their memory traffic takes, so the tensor pipe
+//     stays mostly idle (expect < 20% active) and both kernels become DRAM-bound.
+//   * DRAM bytes per score fall from ~16 to ~12: scores write S (4 B), the softmax reads S (4 B)
+//     and writes P in the dtype (2 B), P·V reads P (2 B) — the cuBLAS baseline's traffic. Causal:
+//     ~7 B (half of S is skipped; P's masked half is still written, as zeros). Expect
+//     dram__bytes_read.sum + dram__bytes_write.sum ≈ 12·B·H·Sq·Skv and dram__throughput above
+//     70% of peak in all three kernels: the stage is memory-bound on S, its time ≈ 12·B·H·Sq·Skv
+//     bytes / DRAM bandwidth, and the (unchanged) softmax kernel, 6 of those 12 bytes, is about
+//     half of it.
+//   * Against baseline_cublas: within ~1.3× without a mask (same bytes, cuBLAS's GEMMs are
+//     better tuned), faster with one (cuBLAS computes and writes the masked half of S).
+//
+// Limits: D ∈ {64, 128} (templates; D a multiple of 64), fp16 and bf16, causal or not, any Sq,
+// Skv >= 1 while S (4 B) and P (2 B) per score fit in device memory; sm_80 or newer (bf16 WMMA).
+// Shared memory 18 KB (D = 64) and 34 KB (D = 128) per block, checked against the device's
+// opt-in limit.
+// =================================================================================================
+#include <mma.h>
+
+#include <cstring>
+
+#include "flashsteps/cuda/dtype.cuh"
+#include "flashsteps/cuda/row_softmax.cuh"
+#include "flashsteps/cuda_check.hpp"
+#include "kernels.cuh"
+
+namespace flashsteps::wmma_stage {
+namespace {
+
+namespace wmma = nvcuda::wmma;
+
+__host__ __device__ constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
+//! [copy_tile]
+// Copies a (kRows, kCols) tile of a row-major 16-bit matrix (rows `src_ld` elements apart) into
+// shared memory with row pitch kLd, 16 bytes per thread per step; 8 consecutive threads fill 128
+// contiguous bytes of a smem row. A vector is copied when its row is below `rows` and its first
+// column below `cols`, otherwise zero-filled: the caller guarantees that such a vector lies
+// inside the source row (cols rounded up to 8 is within the row pitch). The zeros matter: a
+// garbage operand could be NaN, and 0 · NaN = NaN would leak into valid outputs.
+template <int kRows, int kCols, int kLd, int kThreads, class T>
+__device__ void copy_tile(T* __restrict__ dst, const T* __restrict__ src, std::int64_t src_ld,
+                          int rows, int cols) {
+  constexpr int kVecsPerRow = kCols / 8;
+  static_assert(kCols % 8 == 0 && (kRows * kVecsPerRow) % kThreads == 0,
+                "whole 16-byte vectors, the same number per thread");
+#pragma unroll
+  for (int it = 0; it < kRows * kVecsPerRow / kThreads; ++it) {
+    const int v = threadIdx.x + it * kThreads;
+    const int r = v / kVecsPerRow, c = v % kVecsPerRow * 8;
+    uint4 val = make_uint4(0u, 0u, 0u, 0u);
+    if (r < rows && c < cols) val = *reinterpret_cast<const uint4*>(src + r * src_ld + c);
+    *reinterpret_cast<uint4*>(dst + r * kLd + c) = val;
+  }
+}
+//! [copy_tile]
+
+//! [scores]
+// S[bh, i, j] = scale · Σ_d Q[bh, i, d] · K[bh, j, d] for one (Br, Bc) tile per block iteration,
+// on tensor cores. Only visible scores (j < kv_end(i)) are written: the softmax reads no other.
+template <class T, int D, bool kCausal>
+__global__ void __launch_bounds__(WmmaTraits<D>::kThreads)
+    scores_kernel(const T* __restrict__ q, const T* __restrict__ k, float* __restrict__ s,
+                  Shape sh) {
+  using Tr = WmmaTraits<D>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* qs = reinterpret_cast<T*>(smem);                // (Br, D) tile of Q, pitch D + 8
+  T* ks = reinterpret_cast<T*>(smem + Tr::kQBytes);  // (Bc, D) tile of K, pitch D + 8
+  float* ss = reinterpret_cast<float*>(smem);  // (Br, Bc) fp32 S, pitch Bc + 4; aliases qs, ks
+  const int warp = threadIdx.x / 32;
+  const int wm = warp / Tr::kWarpsN, wn = warp % Tr::kWarpsN;  // this warp's part of the tile
+  const std::int64_t tiles_q = ceil_div(sh.sq, Tr::kBr), tiles_kv = ceil_div(sh.skv, Tr::kBc);
+
+  for (std::int64_t tile = blockIdx.x; tile < sh.bh * tiles_q * tiles_kv; tile += gridDim.x) {
+    const std::int64_t bh = tile / (tiles_q * tiles_kv);
+    const std::int64_t i0 = tile / tiles_kv % tiles_q * Tr::kBr;  // first query row of the tile
+    const std::int64_t j0 = tile % tiles_kv * Tr::kBc;            // first key of the tile
+    const int rows_q = static_cast<int>(min(std::int64_t{Tr::kBr}, sh.sq - i0));
+    const int rows_k = static_cast<int>(min(std::int64_t{Tr::kBc}, sh.skv - j0));
+    // Causal: kv_end grows with i, so if the tile's last row sees none of its keys, no row does.
+    // The condition is the same for every thread of the block: skipping cannot split a barrier.
+    if (j0 >= causal_kv_end(i0 + rows_q - 1, sh.sq, sh.skv, kCausal)) continue;
+
+    copy_tile<Tr::kBr, D, Tr::kLdQK, Tr::kThreads>(qs, q + (bh * sh.sq + i0) * D, D, rows_q, D);
+    copy_tile<Tr::kBc, D, Tr::kLdQK, Tr::kThreads>(ks, k + (bh * sh.skv + j0) * D, D, rows_k, D);
+    __syncthreads();  // the tiles are staged: each warp reads rows other warps copied
+
+    // (32, 16) part of S per warp: rows wm·32 + 16·fm, keys wn·16 + 16·fn.
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[Tr::kFragsM][Tr::kFragsNS];
+#pragma unroll
+    for (int fm = 0; fm < Tr::kFragsM; ++fm)
+#pragma unroll
+      for (int fn = 0; fn < Tr::kFragsNS; ++fn)
+        wmma::fill_fragment(acc[fm][fn], 0.0f);
+        // Unrolled by 2, not fully: a full unroll hoists every fragment load of the loop ahead of
+        // the MMAs and costs ~1.5x the registers (see the ptxas report) for no gain in a kernel
+        // bound by S's traffic.
+#pragma unroll 2
+    for (int kk = 0; kk < D; kk += Tr::kFrag) {
+      // (16, 16) pieces of Q (row-major) and of Kᵀ: K's rows are Kᵀ's columns, so the K tile
+      // read with its own pitch is Kᵀ in column-major order — no transpose is ever stored.
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[Tr::kFragsM];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b[Tr::kFragsNS];
+#pragma unroll
+      for (int fm = 0; fm < Tr::kFragsM; ++fm)
+        wmma::load_matrix_sync(a[fm], qs + (wm * Tr::kWarpRows + fm * 16) * Tr::kLdQK + kk,
+                               Tr::kLdQK);
+#pragma unroll
+      for (int fn = 0; fn < Tr::kFragsNS; ++fn)
+        wmma::load_matrix_sync(b[fn], ks + (wn * Tr::kWarpColsS + fn * 16) * Tr::kLdQK + kk,
+                               Tr::kLdQK);
+#pragma unroll
+      for (int fm = 0; fm < Tr::kFragsM; ++fm)
+#pragma unroll
+        for (int fn = 0; fn < Tr::kFragsNS; ++fn)
+          wmma::mma_sync(acc[fm][fn], a[fm], b[fn], acc[fm][fn]);
+    }
+
+    __syncthreads();  // every warp is done with Q and K: the staging tile overwrites them
+#pragma unroll
+    for (int fm = 0; fm < Tr::kFragsM; ++fm)
+#pragma unroll
+      for (int fn = 0; fn < Tr::kFragsNS; ++fn) {
+        // Element-wise on a fragment is layout-agnostic: every element gets the same scale.
+#pragma unroll
+        for (int e = 0; e < acc[fm][fn].num_elements; ++e)
+          acc[fm][fn].x[e] *= sh.scale;
+        wmma::store_matrix_sync(
+            ss + (wm * Tr::kWarpRows + fm * 16) * Tr::kLdS + wn * Tr::kWarpColsS + fn * 16,
+            acc[fm][fn], Tr::kLdS, wmma::mem_row_major);
+      }
+    __syncthreads();  // the whole S tile is staged: each thread copies out other warps' values
+
+    // Masked copy-out: a warp writes 32 consecutive scores of one row (128 B).
+#pragma unroll 4
+    for (int it = 0; it < Tr::kBr * Tr::kBc / Tr::kThreads; ++it) {
+      const int e = threadIdx.x + it * Tr::kThreads;
+      const int r = e / Tr::kBc, c = e % Tr::kBc;
+      if (r >= rows_q) break;  // rows grow with it: the rest of this thread's elements are out too
+      const std::int64_t j = j0 + c;
+      if (j < causal_kv_end(i0 + r, sh.sq, sh.skv, kCausal))  // <= Skv: also the ragged edge
+        s[(bh * sh.sq + i0 + r) * sh.skv + j] = ss[r * Tr::kLdS + c];
+    }
+    __syncthreads();  // the staging tile is read before the next tile's copies overwrite it
+  }
+}
+//! [scores]
+
+//! [pv]
+// O[bh, i, :] = Σ_j P[bh, i, j] · V[bh, j, :] for one (Br, D) tile of O per block iteration, on
+// tensor cores: the whole row of O in one block, so every output element is written exactly
+// once, with no atomics. Keys are walked in chunks of Bk up to the last key the tile sees.
+template <class T, int D, bool kCausal>
+__global__ void __launch_bounds__(WmmaTraits<D>::kThreads)
+    pv_kernel(const T* __restrict__ p, const T* __restrict__ v, T* __restrict__ o, Shape sh) {
+  using Tr = WmmaTraits<D>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* ps = reinterpret_cast<T*>(smem);                // (Br, Bk) chunk of P, pitch Bk + 8
+  T* vs = reinterpret_cast<T*>(smem + Tr::kPBytes);  // (Bk, D) chunk of V, pitch D + 8
+  float* os = reinterpret_cast<float*>(smem);        // (Br, D) fp32 O, pitch D + 4; aliases ps, vs
+  const int warp = threadIdx.x / 32;
+  const int wm = warp / Tr::kWarpsN, wn = warp % Tr::kWarpsN;  // this warp's part of the tile
+  const std::int64_t tiles_q = ceil_div(sh.sq, Tr::kBr);
+
+  for (std::int64_t tile = blockIdx.x; tile < sh.bh * tiles_q; tile += gridDim.x) {
+    const std::int64_t bh = tile / tiles_q;
+    const std::int64_t i0 = tile % tiles_q * Tr::kBr;  // first query row of the tile
+    const int rows = static_cast<int>(min(std::int64_t{Tr::kBr}, sh.sq - i0));
+    // Keys [0, kv_end) are visible to at least the tile's last row; past it P is 0 for every row.
+    // 0 when no row sees a key: the loop does not run and O = 0, as the contract wants.
+    const std::int64_t kv_end = causal_kv_end(i0 + rows - 1, sh.sq, sh.skv, kCausal);
+    const T* pt = p + (bh * sh.sq + i0) * sh.ldp;  // (rows, ldp) rows of P
+    const T* vh = v + bh * sh.skv * D;             // (Skv, D) V of this head
+
+    // (32, D/4) part of O per warp: rows wm·32 + 16·fm, columns wn·D/4 + 16·fn.
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[Tr::kFragsM][Tr::kFragsNO];
+#pragma unroll
+    for (int fm = 0; fm < Tr::kFragsM; ++fm)
+#pragma unroll
+      for (int fn = 0; fn < Tr::kFragsNO; ++fn)
+        wmma::fill_fragment(acc[fm][fn], 0.0f);
+
+    for (std::int64_t k0 = 0; k0 < kv_end; k0 += Tr::kBk) {
+      const int cols = static_cast<int>(min(std::int64_t{Tr::kBk}, kv_end - k0));
+      // P: k0 + (a multiple of 8 below cols) + 8 <= kv_end rounded up to 8 <= ldp, inside the
+      // row, and the softmax wrote every column below ldp (0 past each row's own kv_end).
+      copy_tile<Tr::kBr, Tr::kBk, Tr::kLdP, Tr::kThreads>(ps, pt + k0, sh.ldp, rows, cols);
+      // V: keys past `cols` zero-filled (their P is 0, but V's rows past Skv do not exist).
+      copy_tile<Tr::kBk, D, Tr::kLdV, Tr::kThreads>(vs, vh + k0 * D, D, cols, D);
+      __syncthreads();  // the chunk is staged
+                        // Unrolled by 2, not fully, for the same reason as in the scores kernel.
+#pragma unroll 2
+      for (int kk = 0; kk < Tr::kBk; kk += Tr::kFrag) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[Tr::kFragsM];   // P
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[Tr::kFragsNO];  // V
+#pragma unroll
+        for (int fm = 0; fm < Tr::kFragsM; ++fm)
+          wmma::load_matrix_sync(a[fm], ps + (wm * Tr::kWarpRows + fm * 16) * Tr::kLdP + kk,
+                                 Tr::kLdP);
+#pragma unroll
+        for (int fn = 0; fn < Tr::kFragsNO; ++fn)
+          wmma::load_matrix_sync(b[fn], vs + kk * Tr::kLdV + wn * Tr::kWarpColsO + fn * 16,
+                                 Tr::kLdV);
+#pragma unroll
+        for (int fm = 0; fm < Tr::kFragsM; ++fm)
+#pragma unroll
+          for (int fn = 0; fn < Tr::kFragsNO; ++fn)
+            wmma::mma_sync(acc[fm][fn], a[fm], b[fn], acc[fm][fn]);
+      }
+      __syncthreads();  // all reads of this chunk are done before the next one overwrites it
+    }
+
+    // The staging tile aliases ps and vs: the key loop's last barrier (or, with no keys, the
+    // previous tile's last one) guarantees nobody reads them any more.
+#pragma unroll
+    for (int fm = 0; fm < Tr::kFragsM; ++fm)
+#pragma unroll
+      for (int fn = 0; fn < Tr::kFragsNO; ++fn)
+        wmma::store_matrix_sync(
+            os + (wm * Tr::kWarpRows + fm * 16) * Tr::kLdO + wn * Tr::kWarpColsO + fn * 16,
+            acc[fm][fn], Tr::kLdO, wmma::mem_row_major);
+    __syncthreads();  // the whole O tile is staged
+
+    // Copy-out in the dtype, 8 elements (16 B) per thread; rows of O are D·2 bytes, 16-aligned.
+    constexpr int kVecsPerRow = D / 8;
+#pragma unroll
+    for (int it = 0; it < Tr::kBr * kVecsPerRow / Tr::kThreads; ++it) {
+      const int vi = threadIdx.x + it * Tr::kThreads;
+      const int r = vi / kVecsPerRow, c = vi % kVecsPerRow * 8;
+      if (r >= rows) break;  // rows grow with it: the rest of this thread's vectors are out too
+      const float* src = os + r * Tr::kLdO + c;
+      T out[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        out[e] = from_f32<T>(src[e]);
+      uint4 raw;
+      std::memcpy(&raw, out, sizeof(raw));
+      *reinterpret_cast<uint4*>(o + (bh * sh.sq + i0 + r) * D + c) = raw;
+    }
+    __syncthreads();  // the staging tile is read before the next tile's copies overwrite it
+  }
+}
+//! [pv]
+
+unsigned grid_for(std::int64_t tiles, std::int64_t max_blocks) {
+  return static_cast<unsigned>(tiles < max_blocks ? tiles : max_blocks);
+}
+
+template <class T, int D, bool kCausal>
+void set_smem_limits() {
+  using Tr = WmmaTraits<D>;
+  FS_CUDA_CHECK(cudaFuncSetAttribute(scores_kernel<T, D, kCausal>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     Tr::kScoresSmemBytes));
+  FS_CUDA_CHECK(cudaFuncSetAttribute(
+      pv_kernel<T, D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kPvSmemBytes));
+}
+
+template <int D>
+void set_smem_limits_all() {
+  set_smem_limits<__half, D, false>();
+  set_smem_limits<__half, D, true>();
+  set_smem_limits<__nv_bfloat16, D, false>();
+  set_smem_limits<__nv_bfloat16, D, true>();
+}
+
+}  // namespace
+
+int smem_bytes(int d) {
+  auto both = [](int a, int b) { return a > b ? a : b; };
+  if (d == 64) return both(WmmaTraits<64>::kScoresSmemBytes, WmmaTraits<64>::kPvSmemBytes);
+  if (d == 128) return both(WmmaTraits<128>::kScoresSmemBytes, WmmaTraits<128>::kPvSmemBytes);
+  return 0;
+}
+
+void configure_kernels(const DeviceInfo& dev) {
+  // Needed only past the default 48 KB, harmless below it; a head dim whose kernels do not fit
+  // is refused by supports() before any launch.
+  if (smem_bytes(64) <= dev.smem_optin_per_block) set_smem_limits_all<64>();
+  if (smem_bytes(128) <= dev.smem_optin_per_block) set_smem_limits_all<128>();
+}
+
+template <class T, int D, bool kCausal>
+void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
+  using Tr = WmmaTraits<D>;
+  float* s = static_cast<float*>(a.workspace);  // (B·H, Sq, Skv) fp32
+  T* p = reinterpret_cast<T*>(static_cast<unsigned char*>(a.workspace) +
+                              p_offset_bytes(sh.bh, sh.sq, sh.skv));  // (B·H, Sq, ldp) dtype
+  const std::int64_t tiles_q = ceil_div(sh.sq, Tr::kBr);
+  const unsigned score_blocks =
+      grid_for(sh.bh * tiles_q * ceil_div(sh.skv, Tr::kBc), Tr::kMaxBlocks);
+  scores_kernel<T, D, kCausal><<<score_blocks, Tr::kThreads, Tr::kScoresSmemBytes, stream>>>(
+      static_cast<const T*>(a.q), static_cast<const T*>(a.k), s, sh);
+  FS_CHECK_LAUNCH();
+  launch_row_softmax<T, kCausal>(s, p, a.lse, {sh.bh * sh.sq, sh.sq, sh.skv, sh.ldp}, stream);
+  const unsigned pv_blocks = grid_for(sh.bh * tiles_q, Tr::kMaxBlocks);
+  pv_kernel<T, D, kCausal><<<pv_blocks, Tr::kThreads, Tr::kPvSmemBytes, stream>>>(
+      p, static_cast<const T*>(a.v), static_cast<T*>(a.o), sh);
+  FS_CHECK_LAUNCH();
+}
+
+template <class T, int D, bool kCausal>
+std::vector<KernelLaunchInfo> kernel_list(const Shape&) {
+  using Tr = WmmaTraits<D>;
+  const std::string tag =
+      "<d" + std::to_string(D) + "," + dtype_name<T>() + (kCausal ? ",causal>" : ">");
+  return {
+      {"scores" + tag, reinterpret_cast<const void*>(&scores_kernel<T, D, kCausal>), Tr::kThreads,
+       static_cast<std::size_t>(Tr::kScoresSmemBytes)},
+      row_softmax_info<T, kCausal>(),
+      {"pv" + tag, reinterpret_cast<const void*>(&pv_kernel<T, D, kCausal>), Tr::kThreads,
+       static_cast<std::size_t>(Tr::kPvSmemBytes)},
+  };
+}
+
+#define FS_INSTANTIATE(T, D, C)                                                     \
+  template void enqueue<T, D, C>(const Shape&, const AttentionArgs&, cudaStream_t); \
+  template std::vector<KernelLaunchInfo> kernel_list<T, D, C>(const Shape&);
+#define FS_INSTANTIATE_D(D)               \
+  FS_INSTANTIATE(__half, D, false)        \
+  FS_INSTANTIATE(__half, D, true)         \
+  FS_INSTANTIATE(__nv_bfloat16, D, false) \
+  FS_INSTANTIATE(__nv_bfloat16, D, true)
+FS_INSTANTIATE_D(64)
+FS_INSTANTIATE_D(128)
+#undef FS_INSTANTIATE_D
+#undef FS_INSTANTIATE
+
+}  // namespace flashsteps::wmma_stage

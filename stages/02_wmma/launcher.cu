@@ -1,0 +1,71 @@
+// stages/02_wmma/launcher.cu — the WMMA stage as a flashsteps::Stage: limits (head dims, shared
+// memory), workspace, and the one place the runtime head dim, dtype and causal flag become
+// template arguments.
+#include <stdexcept>
+#include <string>
+
+#include "flashsteps/cuda/dtype.cuh"
+#include "kernels.cuh"
+
+namespace flashsteps {
+namespace {
+
+class WmmaStage final : public Stage {
+ public:
+  std::string_view name() const override { return "02_wmma"; }
+  std::string_view title() const override { return "Tensor cores through WMMA"; }
+
+  Support supports(const Problem& p, const DeviceInfo& dev) const override {
+    if (std::string why = wmma_stage::SupportedHeadDims::why_not(p.head_dim); !why.empty())
+      return Support::no(why);
+    const int smem = wmma_stage::smem_bytes(static_cast<int>(p.head_dim));
+    if (smem > dev.smem_optin_per_block) {
+      return Support::no("head_dim " + std::to_string(p.head_dim) + " needs " +
+                         std::to_string(smem) + " bytes of shared memory per block; " + dev.name +
+                         " allows " + std::to_string(dev.smem_optin_per_block) + " (opt-in)");
+    }
+    return Support::yes();
+  }
+
+  // fp32 S, then P in the dtype (rows padded to 8 elements) from the next 256-byte boundary.
+  std::int64_t workspace_bytes(const Problem& p) const override {
+    return wmma_stage::p_offset_bytes(p.batch_heads(), p.seq_q, p.seq_kv) +
+           2 * p.batch_heads() * p.seq_q * wmma_stage::p_row_pitch(p.seq_kv);
+  }
+
+  void setup(const DeviceInfo& dev) override { wmma_stage::configure_kernels(dev); }
+
+  void launch(const Problem& p, const AttentionArgs& args, cudaStream_t stream) const override {
+    wmma_stage::SupportedHeadDims::dispatch(p.head_dim, [&]<int D>() {
+      dispatch_dtype(p.dtype, [&]<class T>() {
+        dispatch_bool(p.causal, [&]<bool kCausal>() {
+          wmma_stage::enqueue<T, D, kCausal>(shape(p), args, stream);
+        });
+      });
+    });
+  }
+
+  std::vector<KernelLaunchInfo> kernels(const Problem& p) const override {
+    return wmma_stage::SupportedHeadDims::dispatch(p.head_dim, [&]<int D>() {
+      return dispatch_dtype(p.dtype, [&]<class T>() {
+        return dispatch_bool(p.causal, [&]<bool kCausal>() {
+          return wmma_stage::kernel_list<T, D, kCausal>(shape(p));
+        });
+      });
+    });
+  }
+
+ private:
+  static wmma_stage::Shape shape(const Problem& p) {
+    return {p.batch_heads(), p.seq_q, p.seq_kv, wmma_stage::p_row_pitch(p.seq_kv),
+            p.softmax_scale()};
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_stage() {
+  return std::make_unique<WmmaStage>();
+}
+
+}  // namespace flashsteps
