@@ -1,0 +1,126 @@
+// stages/03_online_softmax/launcher.cu — the fused stage as a flashsteps::Stage: its limits (head
+// dims, shared memory, grid size, alignment), the one-time shared-memory opt-in, and the one place
+// the runtime dtype, head dim and causal flag become template arguments.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "flashsteps/cuda/dtype.cuh"
+#include "kernels.cuh"
+
+namespace flashsteps {
+namespace {
+
+using online_softmax::OnlineSoftmaxTraits;
+
+constexpr std::int64_t kHeadDims[] = {64, 128};
+constexpr const char* kHeadDimSet = "{64, 128}";
+
+bool supported_head_dim(std::int64_t d) {
+  for (std::int64_t s : kHeadDims)
+    if (d == s) return true;
+  return false;
+}
+
+/// Calls f.template operator()<T, kD, kCausal>() for the problem's dtype, head dim and mask.
+/// `head_dim` must be one of kHeadDims (supports() has refused the others).
+template <class F>
+decltype(auto) dispatch_variant(DType dtype, std::int64_t head_dim, bool causal, F&& f) {
+  return dispatch_dtype(dtype, [&]<class T>() -> decltype(auto) {
+    return dispatch_bool(causal, [&]<bool kCausal>() -> decltype(auto) {
+      if (head_dim == 64) return f.template operator()<T, 64, kCausal>();
+      return f.template operator()<T, 128, kCausal>();
+    });
+  });
+}
+
+std::size_t smem_bytes(std::int64_t head_dim) {
+  return head_dim == 64 ? OnlineSoftmaxTraits<64>::kSmemBytes
+                        : OnlineSoftmaxTraits<128>::kSmemBytes;
+}
+
+class OnlineSoftmaxStage final : public Stage {
+ public:
+  std::string_view name() const override { return "03_online_softmax"; }
+  std::string_view title() const override { return "Online softmax: one fused kernel"; }
+
+  Support supports(const Problem& p, const DeviceInfo& dev) const override {
+    if (!supported_head_dim(p.head_dim)) {
+      return Support::no("head_dim " + std::to_string(p.head_dim) +
+                         " is not supported; the fused kernel is instantiated for D in " +
+                         kHeadDimSet);
+    }
+    const std::size_t smem = smem_bytes(p.head_dim);
+    if (static_cast<std::int64_t>(smem) > dev.smem_optin_per_block) {
+      return Support::no("needs " + std::to_string(smem) + " bytes of shared memory per block (D " +
+                         std::to_string(p.head_dim) + "), but " + dev.name + " allows at most " +
+                         std::to_string(dev.smem_optin_per_block) + " (opt-in limit)");
+    }
+    const std::int64_t blocks = p.batch_heads() * tiles_q(p);
+    if (blocks > online_softmax::kMaxBlocks) {
+      return Support::no("B*H*ceil(Sq/" + std::to_string(OnlineSoftmaxTraits<64>::Br) + ") = " +
+                         std::to_string(blocks) + " thread blocks exceed the grid limit of " +
+                         std::to_string(online_softmax::kMaxBlocks));
+    }
+    return Support::yes();
+  }
+
+  // Raise the dynamic shared-memory limit of every instantiation the device can hold; supports()
+  // refuses the others before they are ever launched.
+  void setup(const DeviceInfo& dev) override {
+    for (DType t : {DType::fp16, DType::bf16})
+      for (std::int64_t d : kHeadDims)
+        for (bool causal : {false, true}) {
+          if (static_cast<std::int64_t>(smem_bytes(d)) > dev.smem_optin_per_block) continue;
+          dispatch_variant(t, d, causal, [&]<class T, int kD, bool kCausal>() {
+            online_softmax::set_smem_limit<T, kD, kCausal>();
+          });
+        }
+  }
+
+  void launch(const Problem& p, const AttentionArgs& args, cudaStream_t stream) const override {
+    if (!supported_head_dim(p.head_dim)) {
+      throw std::invalid_argument(std::string(name()) + ": head_dim " + std::to_string(p.head_dim) +
+                                  " not in " + kHeadDimSet);
+    }
+    // The kernel moves Q, K, V and O in 16-byte pieces (cudaMalloc gives 256-byte alignment; a
+    // view into the middle of a tensor may not have it).
+    for (const void* ptr : {args.q, args.k, args.v, static_cast<const void*>(args.o)}) {
+      if (reinterpret_cast<std::uintptr_t>(ptr) % 16 != 0) {
+        throw std::invalid_argument(std::string(name()) +
+                                    ": Q, K, V and O must be 16-byte aligned");
+      }
+    }
+    dispatch_variant(p.dtype, p.head_dim, p.causal, [&]<class T, int kD, bool kCausal>() {
+      online_softmax::enqueue<T, kD, kCausal>(shape(p), args, stream);
+    });
+  }
+
+  std::vector<KernelLaunchInfo> kernels(const Problem& p) const override {
+    if (!supported_head_dim(p.head_dim)) return {};
+    return dispatch_variant(p.dtype, p.head_dim, p.causal, [&]<class T, int kD, bool kCausal>() {
+      return online_softmax::kernel_list<T, kD, kCausal>(shape(p));
+    });
+  }
+
+ private:
+  static std::int64_t tiles_q(const Problem& p) {
+    constexpr std::int64_t Br = OnlineSoftmaxTraits<64>::Br;
+    static_assert(OnlineSoftmaxTraits<64>::Br == OnlineSoftmaxTraits<128>::Br,
+                  "Tr is computed once for every head dim");
+    return (p.seq_q + Br - 1) / Br;
+  }
+  static online_softmax::Shape shape(const Problem& p) {
+    constexpr float kLog2e = 1.4426950408889634f;
+    return {p.batch_heads(), static_cast<int>(p.seq_q), static_cast<int>(p.seq_kv),
+            static_cast<int>(tiles_q(p)), p.softmax_scale() * kLog2e};
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_stage() {
+  return std::make_unique<OnlineSoftmaxStage>();
+}
+
+}  // namespace flashsteps
