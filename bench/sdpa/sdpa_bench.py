@@ -1,0 +1,445 @@
+#!/usr/bin/env python3
+"""bench/sdpa/sdpa_bench.py — PyTorch's scaled_dot_product_attention as the baselines of the
+comparison table: each SDPA backend forced in turn, timed exactly as bench/harness.cpp times a
+stage, written as Google Benchmark JSON that fs_table reads next to the stages' results.
+
+    python3 bench/sdpa/sdpa_bench.py --out book/data/<gpu>/<run>/sdpa.json
+        [--dtypes fp16,bf16] [--shapes b16_h16_sq1024_skv1024_d128_fp16_causal ...]
+        [--backends flash cudnn efficient math] [--iters 30] [--warmup 3] [--seed 1]
+    python3 bench/sdpa/sdpa_bench.py --self-test   # no torch, no GPU: shape list and JSON writer
+
+Shapes: FlashAttention's benchmark set (B*S = 16384 tokens, H*D = 2048, S = 512..16384,
+D = 64 and 128, causal and not) plus B=1 and B=32 at H=8, S=512, D=64 — the canonical list of
+bench/harness.cpp in each of --dtypes (default fp16, like its --fs_dtypes) — or the shapes named
+with --shapes (Problem::name() format).
+
+Timing, as the C++ harness does it: 3 warm-up launches; then before each timed launch the L2
+cache is flushed by writing a buffer of max(2 x L2 size, 64 MiB), and CUDA events bracket the
+launch alone. PyTorch's dispatch runs on the CPU while the GPU still writes the flush buffer,
+so the events time the kernels (for the tiniest shapes some dispatch time can remain). Median
+(mean of the middle two for an even count), p10 and p90 by nearest rank, over --iters launches.
+FLOPs = 4*B*H*Sq*Skv*D, halved when causal.
+
+Each backend (FLASH_ATTENTION, CUDNN_ATTENTION, EFFICIENT_ATTENTION, MATH) is forced with
+torch.nn.attention.sdpa_kernel. The CUDA kernels of one more, untimed launch, captured with
+torch.profiler, go into the entry's "label", so the table shows what actually ran. A shape a
+backend refuses, or cannot fit in memory, becomes an entry with "error_occurred": true and the
+reason PyTorch gave. Causal masking is bottom-right aligned as in the stages: is_causal=True when
+Sq == Skv, torch.nn.attention.bias.causal_lower_right otherwise.
+
+Inputs are seeded normal samples offset to mean 0.5 (never zeros). Without PyTorch, or without a
+CUDA GPU, the script says why and exits 0 without writing anything. Standard library + torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import math
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import warnings
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+# Backend names in benchmark names (sdpa_<name>/...) and the SDPBackend member each forces.
+BACKENDS = {
+    "flash": "FLASH_ATTENTION",
+    "cudnn": "CUDNN_ATTENTION",
+    "efficient": "EFFICIENT_ATTENTION",
+    "math": "MATH",
+}
+CANONICAL_SEQS = (512, 1024, 2048, 4096, 8192, 16384)
+WARMUP = 3  # bench/harness_common.cpp: timed_loop
+ITERS = 30  # bench/harness.cpp: --fs_iters default
+FLUSH_MIN_BYTES = 64 << 20  # common/src/timing.cpp: L2Flusher
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One attention problem, named as flashsteps::Problem::name() names it."""
+
+    batch: int
+    heads: int
+    seq_q: int
+    seq_kv: int
+    head_dim: int
+    dtype: str = "fp16"
+    causal: bool = False
+
+    NAME = re.compile(r"b(\d+)_h(\d+)_sq(\d+)_skv(\d+)_d(\d+)_(fp16|bf16)(_causal)?")
+
+    def name(self) -> str:
+        return (f"b{self.batch}_h{self.heads}_sq{self.seq_q}_skv{self.seq_kv}_d{self.head_dim}"
+                f"_{self.dtype}" + ("_causal" if self.causal else ""))
+
+    @classmethod
+    def parse(cls, name: str) -> "Shape":
+        m = cls.NAME.fullmatch(name)
+        if not m:
+            raise ValueError(f"{name!r} is not b<B>_h<H>_sq<Sq>_skv<Skv>_d<D>_<fp16|bf16>[_causal]")
+        b, h, sq, skv, d = (int(x) for x in m.groups()[:5])
+        if min(b, h, sq, skv, d) < 1:
+            raise ValueError(f"{name!r}: every size must be >= 1")
+        return cls(b, h, sq, skv, d, m.group(6), m.group(7) is not None)
+
+    def flops(self) -> float:
+        f = 4.0 * self.batch * self.heads * self.seq_q * self.seq_kv * self.head_dim
+        return f / 2 if self.causal else f
+
+
+def canonical_shapes(dtypes: list[str]) -> list[Shape]:
+    """The canonical list of bench/harness.cpp (canonical_shapes), in the same order."""
+    sizes = []  # (B, H, S, D, causal)
+    for causal in (False, True):
+        for d in (64, 128):
+            sizes += [(16384 // s, 2048 // d, s, d, causal) for s in CANONICAL_SEQS]
+        sizes += [(b, 8, 512, 64, causal) for b in (1, 32)]
+    return [Shape(b, h, s, s, d, t, causal) for b, h, s, d, causal in sizes for t in dtypes]
+
+
+def summarize(ms: list[float]) -> dict[str, float]:
+    """Median, p10 and p90 as flashsteps::summarize (common/src/timing.cpp) computes them."""
+    s = sorted(ms)
+    n = len(s)
+
+    def rank(q: float) -> float:  # nearest rank
+        return s[min(n - 1, max(math.ceil(q * n) - 1, 0))]
+
+    median = s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+    return {"median_ms": median, "p10_ms": rank(0.10), "p90_ms": rank(0.90)}
+
+
+# --- Google Benchmark JSON ------------------------------------------------------------------
+
+def timed_entry(backend: str, shape: Shape, samples: list[float], label: str, index: int) -> dict:
+    stats = summarize(samples)
+    entry = _entry_head(backend, shape, index)
+    entry.update(iterations=len(samples), real_time=stats["median_ms"],
+                 cpu_time=stats["median_ms"], time_unit="ms", label=label, **stats)
+    entry["FLOP/s"] = shape.flops() / (stats["median_ms"] * 1e-3)
+    return entry
+
+
+def error_entry(backend: str, shape: Shape, message: str, index: int) -> dict:
+    entry = _entry_head(backend, shape, index)
+    entry.update(error_occurred=True, error_message=message)
+    return entry
+
+
+def _entry_head(backend: str, shape: Shape, index: int) -> dict:
+    name = f"sdpa_{backend}/{shape.name()}"
+    return {"name": name, "family_index": index, "per_family_instance_index": 0,
+            "run_name": name, "run_type": "iteration", "repetitions": 1,
+            "repetition_index": 0, "threads": 1}
+
+
+def write_results(path: Path, context: dict, entries: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"context": context, "benchmarks": entries}, f, indent=2)
+        f.write("\n")
+
+
+# --- provenance -------------------------------------------------------------------------------
+
+def git_commit() -> str:
+    """The commit measured: FLASHSTEPS_GIT_COMMIT as the GPU check exports it, else git's HEAD."""
+    if os.environ.get("FLASHSTEPS_GIT_COMMIT"):
+        return os.environ["FLASHSTEPS_GIT_COMMIT"]
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=Path(__file__).parent,
+                             capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def driver_attributes(ordinal: int) -> dict[str, str]:
+    """Driver version, clocks and L2 size from the CUDA driver API, as common/src/device_info.cpp
+    reads them through the runtime (cudaDriverGetVersion, cudaDevAttrClockRate, ...)."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return {}
+    version, dev = ctypes.c_int(), ctypes.c_int()
+    if cuda.cuInit(0) != 0 or cuda.cuDriverGetVersion(ctypes.byref(version)) != 0 or \
+            cuda.cuDeviceGet(ctypes.byref(dev), ordinal) != 0:
+        return {}
+
+    def attribute(code: int) -> int:  # CUdevice_attribute values from cuda.h
+        v = ctypes.c_int()
+        return v.value if cuda.cuDeviceGetAttribute(ctypes.byref(v), code, dev) == 0 else 0
+
+    return {"driver_version": f"{version.value // 1000}.{version.value % 1000 // 10}",
+            "gpu_sm_clock_mhz": str(attribute(13) // 1000),   # CLOCK_RATE, kHz
+            "gpu_mem_clock_mhz": str(attribute(36) // 1000),  # MEMORY_CLOCK_RATE, kHz
+            "gpu_l2_bytes": str(attribute(38))}               # L2_CACHE_SIZE
+
+
+def make_context(torch, ordinal: int) -> dict:
+    props = torch.cuda.get_device_properties(ordinal)
+    context = {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "host_name": socket.gethostname(),
+        "executable": sys.argv[0],
+        "num_cpus": os.cpu_count(),
+        "flashsteps_stage": "sdpa",
+        "gpu_name": props.name,
+        "gpu_sm_count": str(props.multi_processor_count),
+        "gpu_compute_capability": f"{props.major}.{props.minor}",
+        "runtime_version": str(torch.version.cuda),
+        "git_commit": git_commit(),
+        "command_line": " ".join(sys.argv),
+        "torch_version": torch.__version__,
+        "cudnn_version": str(torch.backends.cudnn.version()),
+    }
+    context.update(driver_attributes(ordinal))
+    context.setdefault("gpu_l2_bytes", str(getattr(props, "L2_cache_size", 0)))
+    return context
+
+
+# --- measuring --------------------------------------------------------------------------------
+
+def short_kernel_name(name: str) -> str:
+    """'void ns::kernel<...>(args)' -> 'ns::kernel': enough to tell which implementation ran."""
+    if name.startswith("void "):
+        name = name[5:]
+    if name.endswith(")"):  # drop the parameter list: the parenthesis matching the last ')'
+        depth = 0
+        for i in range(len(name) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(name[i], 0)
+            if depth == 0:
+                name = name[:i]
+                break
+    return name.split("<", 1)[0]
+
+
+def kernels_of_one_launch(torch, call) -> str:
+    """The CUDA kernels one call launches, as torch.profiler sees them."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    names = []
+    for event in prof.events():
+        if event.device_type != torch.autograd.DeviceType.CUDA or \
+                event.name.startswith(("Memcpy", "Memset")):
+            continue
+        short = short_kernel_name(event.name)
+        if short not in names:
+            names.append(short)
+    return "kernels: " + (", ".join(names) if names else "none seen by torch.profiler")
+
+
+def time_launches(torch, call, flush, warmup: int, iters: int) -> list[float]:
+    for _ in range(warmup):
+        call()
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ms = []
+    for i in range(iters):
+        flush.fill_(i % 127 + 1)  # a different value each time, so no write can be skipped
+        start.record()
+        call()
+        stop.record()
+        stop.synchronize()
+        ms.append(start.elapsed_time(stop))
+    return ms
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def bench_backend(torch, backend: str, shape: Shape, qkv, flush, args, index: int) -> dict:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+    member = getattr(SDPBackend, BACKENDS[backend], None)
+    if member is None:
+        return error_entry(backend, shape, f"unsupported: PyTorch {torch.__version__} has no "
+                           f"SDPBackend.{BACKENDS[backend]}", index)
+    q, k, v = qkv
+    if shape.causal and shape.seq_q != shape.seq_kv:
+        from torch.nn.attention.bias import causal_lower_right
+        mask = causal_lower_right(shape.seq_q, shape.seq_kv)
+
+        def call():
+            return sdpa(q, k, v, attn_mask=mask)
+    else:
+        def call():
+            return sdpa(q, k, v, is_causal=shape.causal)
+
+    with warnings.catch_warnings(record=True) as caught, sdpa_kernel(member):
+        warnings.simplefilter("always")
+        try:
+            samples = time_launches(torch, call, flush, args.warmup, args.iters)
+        except torch.cuda.OutOfMemoryError as e:
+            torch.cuda.empty_cache()
+            return error_entry(backend, shape, "out of memory: " + one_line(e), index)
+        except (RuntimeError, ValueError, NotImplementedError) as e:
+            # PyTorch explains a refused backend in warnings, then raises "No available kernel".
+            reasons = [one_line(w.message) for w in caught] + [one_line(e)]
+            return error_entry(backend, shape, "unsupported: " + "; ".join(reasons), index)
+        try:  # one more launch, untimed, to see which kernels ran
+            label = kernels_of_one_launch(torch, call)
+        except RuntimeError as e:
+            label = "kernels: not captured (" + one_line(e) + ")"
+    return timed_entry(backend, shape, samples, label, index)
+
+
+def measure(torch, shapes: list[Shape], args) -> tuple[dict, list[dict]]:
+    torch.cuda.set_device(args.device)
+    context = make_context(torch, args.device)
+    l2 = int(context.get("gpu_l2_bytes", 0))
+    flush = torch.empty(max(2 * l2, FLUSH_MIN_BYTES), dtype=torch.uint8, device="cuda")
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    gen = torch.Generator(device="cuda")
+    entries = []
+    for shape in shapes:
+        gen.manual_seed(args.seed)
+        try:
+            qkv = [torch.randn((shape.batch, shape.heads, s, shape.head_dim), generator=gen,
+                               device="cuda", dtype=dtypes[shape.dtype]).add_(0.5)
+                   for s in (shape.seq_q, shape.seq_kv, shape.seq_kv)]
+        except torch.cuda.OutOfMemoryError as e:
+            torch.cuda.empty_cache()
+            why = "out of memory for the inputs: " + one_line(e)
+            entries += [error_entry(b, shape, why, len(entries) + i)
+                        for i, b in enumerate(args.backends)]
+            continue
+        for backend in args.backends:
+            entries.append(bench_backend(torch, backend, shape, qkv, flush, args, len(entries)))
+            e = entries[-1]
+            status = e["error_message"] if e.get("error_occurred") else f"{e['median_ms']:.4f} ms"
+            print(f"sdpa_{backend}/{shape.name()}: {status}", flush=True)
+        del qkv
+        torch.cuda.empty_cache()
+    return context, entries
+
+
+# --- self-test (no torch) -------------------------------------------------------------------
+
+def self_test() -> int:
+    """Checks what runs without torch: the shape list, name round trips, the statistics and the
+    JSON the table tool reads. Synthetic samples, written to a temporary folder only."""
+    assert len(canonical_shapes(["fp16", "bf16"])) == 56
+    assert canonical_shapes(["fp16", "bf16"])[1].name() == "b32_h32_sq512_skv512_d64_bf16"
+    shapes = canonical_shapes(["fp16"])
+    assert len(shapes) == 28, len(shapes)
+    assert len({s.name() for s in shapes}) == len(shapes), "duplicate canonical shapes"
+    for s in shapes:
+        assert Shape.parse(s.name()) == s, s
+        assert s.batch * s.seq_q in (16384, 512) and s.heads * s.head_dim in (2048, 512), s
+    assert shapes[0].name() == "b32_h32_sq512_skv512_d64_fp16"
+    assert Shape.parse("b16_h16_sq1024_skv1024_d128_fp16_causal").flops() == 2.0 ** 36
+    for bad in ("b16_h16_sq1024_d128_fp16", "b0_h1_sq1_skv1_d1_fp16", "b1_h1_sq1_skv1_d1_fp32",
+                "b1_h1_sq1_skv1_d1_fp16_causal_x"):
+        try:
+            Shape.parse(bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"{bad} parsed")
+    assert summarize([5.0, 1.0, 4.0, 2.0, 3.0]) == {"median_ms": 3.0, "p10_ms": 1.0, "p90_ms": 5.0}
+    assert summarize([4.0, 1.0, 3.0, 2.0]) == {"median_ms": 2.5, "p10_ms": 1.0, "p90_ms": 4.0}
+    assert short_kernel_name("void ns::k<int, (bool)1>(Params)") == "ns::k"
+    assert short_kernel_name("void at::native::(anonymous namespace)::softmax<2>(float*, int)") == \
+        "at::native::(anonymous namespace)::softmax"
+
+    shape = Shape.parse("b1_h8_sq512_skv512_d64_fp16")
+    entries = [timed_entry("flash", shape, [0.25, 0.5, 0.75], "kernels: k", 0),
+               error_entry("math", shape, "out of memory: synthetic", 1)]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "out" / "sdpa.json"
+        write_results(path, {"flashsteps_stage": "sdpa", "gpu_name": "none"}, entries)
+        data = json.loads(path.read_text(encoding="utf-8"))
+    assert set(data) == {"context", "benchmarks"}
+    timed, failed = data["benchmarks"]
+    assert timed["name"] == "sdpa_flash/b1_h8_sq512_skv512_d64_fp16"
+    assert timed["run_type"] == "iteration" and timed["time_unit"] == "ms"
+    assert (timed["median_ms"], timed["p10_ms"], timed["p90_ms"]) == (0.5, 0.25, 0.75)
+    assert math.isclose(timed["FLOP/s"], 2.0 ** 29 / 0.5e-3)
+    assert failed["error_occurred"] is True
+    assert failed["error_message"] == "out of memory: synthetic"
+    assert "median_ms" not in failed and "FLOP/s" not in failed
+    print("sdpa_bench self-test: ok (28 canonical shapes, statistics, JSON writer)")
+    return 0
+
+
+# --- command line -----------------------------------------------------------------------------
+
+def dtypes_arg(text: str) -> list[str]:
+    dtypes = text.split(",")
+    if not dtypes or any(t not in ("fp16", "bf16") for t in dtypes):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected fp16, bf16 or fp16,bf16")
+    return dtypes
+
+
+def shape_arg(text: str) -> Shape:
+    try:
+        return Shape.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description="Time PyTorch SDPA backends on the canonical shapes and write Google "
+                    "Benchmark JSON (sdpa_<backend>/<shape> entries) for fs_table.",
+        epilog="Exit codes: 0 ok, or nothing measured because PyTorch or a CUDA GPU is missing "
+               "(the reason is printed); 2 bad arguments.")
+    p.add_argument("--out", type=Path, help="the JSON file to write (e.g. <run folder>/sdpa.json)")
+    p.add_argument("--dtypes", type=dtypes_arg, default=["fp16"], metavar="LIST",
+                   help="dtypes of the canonical shapes, comma-separated (default fp16)")
+    p.add_argument("--shapes", nargs="+", type=shape_arg, metavar="NAME",
+                   help="shapes to time instead of the canonical list, e.g. "
+                        "b16_h16_sq1024_skv1024_d128_fp16_causal")
+    p.add_argument("--backends", nargs="+", choices=list(BACKENDS), default=list(BACKENDS),
+                   help="SDPA backends to force, in turn (default: all)")
+    p.add_argument("--iters", type=int, default=ITERS, help=f"timed launches (default {ITERS})")
+    p.add_argument("--warmup", type=int, default=WARMUP,
+                   help=f"untimed launches first (default {WARMUP})")
+    p.add_argument("--seed", type=int, default=1, help="seed of the random inputs (default 1)")
+    p.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
+    p.add_argument("--self-test", action="store_true",
+                   help="check the shape list and the JSON writer without torch, then exit")
+    args = p.parse_args(argv)
+    if not args.self_test and args.out is None:
+        p.error("--out is required")
+    if args.iters < 1 or args.warmup < 0:
+        p.error("--iters must be >= 1 and --warmup >= 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.self_test:
+        return self_test()
+    try:
+        import torch
+        import torch.nn.attention  # noqa: F401  (sdpa_kernel, SDPBackend: PyTorch >= 2.3)
+    except ImportError as e:
+        print(f"sdpa_bench: PyTorch with torch.nn.attention (>= 2.3) is not available ({e}); "
+              f"no SDPA baselines measured, {args.out} not written.", file=sys.stderr)
+        return 0
+    if not torch.cuda.is_available():
+        print(f"sdpa_bench: PyTorch {torch.__version__} sees no CUDA GPU; no SDPA baselines "
+              f"measured, {args.out} not written.", file=sys.stderr)
+        return 0
+    shapes = args.shapes or canonical_shapes(args.dtypes)
+    context, entries = measure(torch, shapes, args)
+    write_results(args.out, context, entries)
+    failed = sum(1 for e in entries if e.get("error_occurred"))
+    print(f"sdpa_bench: wrote {len(entries)} entries ({failed} not timed) to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+// bench/table/main.cpp — fs_table: the comparison table, the book's generated fragments and the
+// Nsight Compute diff, from the files one GPU run commits under book/data/<gpu>/<run-id>/.
+//
+//   fs_table table RUN_DIR [--format console|markdown] [--dtype fp16|bf16] [-o FILE]
+//   fs_table book RUN_DIR OUT_DIR [--dtype fp16|bf16] [--plots DIR] [--metrics FILE]
+//                                 [--gnuplot PROGRAM]
+//   fs_table ncu-diff BEFORE.csv AFTER.csv [--format console|markdown] [--metrics FILE]
+//
+// RUN_DIR is a run folder, or book/data itself: then its CURRENT file names the run.
+// Exit codes: 0 ok; 1 bad input, or (table) no measurement to show; 2 bad command line.
+#include <CLI/CLI.hpp>
+
+#include <fstream>
+#include <iostream>
+
+#include "fs_table/book.hpp"
+#include "fs_table/compare.hpp"
+#include "fs_table/ncu.hpp"
+#include "fs_table/run.hpp"
+
+namespace {
+
+using namespace flashsteps;
+using namespace flashsteps::table;
+
+constexpr int kExitInput = 1;
+constexpr int kExitUsage = 2;
+
+Format parse_format(const std::string& s) {
+  return s == "markdown" ? Format::markdown : Format::console;
+}
+
+void emit(const std::string& text, const std::string& out_file) {
+  if (out_file.empty()) {
+    std::cout << text;
+    return;
+  }
+  std::ofstream out(out_file, std::ios::binary);
+  out << text;
+  if (!out.flush()) throw InputError("cannot write " + out_file);
+}
+
+int table_command(const std::string& run_dir, const std::string& format, const std::string& dtype,
+                  const std::string& out_file) {
+  const RunData run = load_run(run_dir);
+  for (const std::string& w : run.warnings)
+    std::cerr << "fs_table: warning: " << w << '\n';
+  if (run.empty()) {
+    std::cerr << "fs_table: no measurement to show: " << run.missing_reason << ".\n"
+              << "Run " << kGpuCheckCommand << " on a GPU host to produce one.\n";
+    return kExitInput;
+  }
+  const Format f = parse_format(format);
+  emit(render(run_caption(run), f) + "\n\n" + comparison_report(run, *parse_dtype(dtype), f),
+       out_file);
+  return 0;
+}
+
+int ncu_diff_command(const std::string& before, const std::string& after, const std::string& format,
+                     const std::string& metrics_file) {
+  const auto metrics = load_metric_set(metrics_file);
+  const NcuProfile pb = load_ncu_csv(before), pa = load_ncu_csv(after);
+  const std::string nb = std::filesystem::path(before).stem().string();
+  const std::string na = std::filesystem::path(after).stem().string();
+  Table t = ncu_diff_table(pb, pa, metrics, nb, na);
+  t.caption = plain("Nsight Compute: ") + code(nb) + plain(" against ") + code(na);
+  std::cout << render(t, parse_format(format));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "fs_table: the flashsteps comparison table, the book's generated fragments and the Nsight "
+      "Compute diff, from one GPU run (book/data/<gpu>/<run-id>/)."};
+  app.footer("Exit codes: 0 ok; 1 bad input, or no measurement to show; 2 bad command line.");
+  app.require_subcommand(1);
+  const auto formats = CLI::IsMember({"console", "markdown"});
+  const auto dtypes = CLI::IsMember({"fp16", "bf16"});
+
+  std::string run_dir, out_dir, out_file, format = "console", dtype = "fp16";
+  std::string before, after, gnuplot = "gnuplot";
+  std::string plots_dir = FS_TABLE_BENCH_DIR "/plots";
+  std::string metrics_file = FS_TABLE_BENCH_DIR "/ncu-metrics.txt";
+
+  auto* table = app.add_subcommand("table", "print the comparison of every stage and baseline");
+  table->add_option("RUN_DIR", run_dir, "run folder, or book/data (its CURRENT names the run)")
+      ->required();
+  table->add_option("--format", format, "console or markdown")
+      ->check(formats)
+      ->capture_default_str();
+  table->add_option("--dtype", dtype, "which dtype's shapes")->check(dtypes)->capture_default_str();
+  table->add_option("-o,--output", out_file, "write to FILE instead of standard output");
+
+  auto* book = app.add_subcommand(
+      "book",
+      "write every generated book fragment (Markdown, gnuplot data, PNG) to OUT_DIR; "
+      "placeholders when RUN_DIR holds no run");
+  book->add_option("RUN_DIR", run_dir, "run folder, or book/data (its CURRENT names the run)")
+      ->required();
+  book->add_option("OUT_DIR", out_dir, "folder for the fragments (created)")->required();
+  book->add_option("--dtype", dtype, "which dtype's shapes")->check(dtypes)->capture_default_str();
+  book->add_option("--plots", plots_dir, "folder of the gnuplot scripts")->capture_default_str();
+  book->add_option("--metrics", metrics_file, "the Nsight Compute metric set")
+      ->capture_default_str();
+  book->add_option("--gnuplot", gnuplot, "gnuplot program")->capture_default_str();
+
+  auto* diff = app.add_subcommand("ncu-diff", "compare two Nsight Compute CSVs metric by metric");
+  diff->add_option("BEFORE", before, "ncu CSV of the earlier stage")->required();
+  diff->add_option("AFTER", after, "ncu CSV of the later stage")->required();
+  diff->add_option("--format", format, "console or markdown")
+      ->check(formats)
+      ->capture_default_str();
+  diff->add_option("--metrics", metrics_file, "the Nsight Compute metric set")
+      ->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitUsage;
+  }
+
+  try {
+    if (*table) return table_command(run_dir, format, dtype, out_file);
+    if (*diff) return ncu_diff_command(before, after, format, metrics_file);
+    BookOptions opt;
+    opt.run_dir = run_dir;
+    opt.out_dir = out_dir;
+    opt.plots_dir = plots_dir;
+    opt.metrics_file = metrics_file;
+    opt.gnuplot = gnuplot;
+    opt.dtype = *parse_dtype(dtype);
+    const BookResult r = write_book(opt);
+    for (const std::string& w : r.warnings)
+      std::cerr << "fs_table: warning: " << w << '\n';
+    if (!r.missing_reason.empty()) {
+      std::cout << "fs_table book: " << r.missing_reason
+                << "; the fragments say that no measurement is committed yet\n";
+    }
+    std::cout << "fs_table book: wrote " << r.written.size() << " files to " << out_dir << '\n';
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "fs_table: error: " << e.what() << '\n';
+    return kExitInput;
+  }
+}

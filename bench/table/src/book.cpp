@@ -1,0 +1,461 @@
+// fs_table/src/book.cpp — the book's generated fragments (see fs_table/book.hpp).
+#include "fs_table/book.hpp"
+
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "fs_table/compare.hpp"
+#include "fs_table/ncu.hpp"
+#include "fs_table/run.hpp"
+
+extern char** environ;
+
+namespace flashsteps::table {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Stages whose TFLOP/s the sequence-length plot follows, next to the baselines.
+constexpr std::string_view kSeqPlotStages[] = {"05_warp_specialized", "06_registers", "07_hopper"};
+
+class Writer {
+ public:
+  explicit Writer(fs::path dir) : dir_(std::move(dir)) {}
+  void write(const std::string& name, const std::string& text) {
+    const fs::path p = dir_ / name;
+    std::ofstream out(p, std::ios::binary);
+    out << text;
+    if (!out.flush()) throw std::runtime_error("cannot write " + p.string());
+    written_.push_back(p);
+  }
+  const fs::path& dir() const { return dir_; }
+  void add(const fs::path& p) { written_.push_back(p); }
+  std::vector<fs::path> written() const { return written_; }
+
+ private:
+  fs::path dir_;
+  std::vector<fs::path> written_;
+};
+
+std::string md(const Text& t) {
+  return render(t, Format::markdown);
+}
+std::string md(const Table& t) {
+  return render(t, Format::markdown);
+}
+
+// The placeholder every fragment holds until a GPU run is committed.
+std::string no_measurement(const Text& what) {
+  return md(plain("No measurement committed yet: ") + what +
+            plain(" will appear here once a GPU run is committed. Run ") + code(kGpuCheckCommand) +
+            plain(" on a GPU host to produce one.")) +
+         "\n";
+}
+
+// --- provenance.md ------------------------------------------------------------------------
+
+std::string provenance_page(const RunData& run) {
+  std::ostringstream os;
+  os << md(run_caption(run)) << "\n\n";
+  if (run.provenance.is_null()) {
+    os << md(plain("This run has no provenance.json; the GPU of each results file is listed "
+                   "below."))
+       << "\n\n";
+  } else {
+    Table t;
+    t.header = {plain("field"), plain("value")};
+    t.numeric = {false, false};
+    const std::pair<const char*, const char*> fields[] = {
+        {"GPU", "gpu_name"},
+        {"SMs", "gpu_sm_count"},
+        {"compute capability", "gpu_compute_capability"},
+        {"CUDA driver API version", "driver_version"},
+        {"CUDA runtime version", "runtime_version"},
+        {"SM clock (MHz)", "gpu_sm_clock_mhz"},
+        {"memory clock (MHz)", "gpu_mem_clock_mhz"},
+        {"git commit", "git_commit"},
+        {"date", "date"},
+        {"command", "command"}};
+    for (const auto& [label, key] : fields) {
+      const std::string v = context_text(run.provenance, key);
+      t.rows.push_back({plain(label), v.empty() ? plain("not recorded") : code(v)});
+    }
+    os << md(t) << '\n';
+  }
+
+  Table peaks;
+  peaks.caption = plain("Measured peaks (the denominators of every % of peak)");
+  peaks.header = {plain("benchmark"), plain("rate")};
+  peaks.numeric = {false, true};
+  for (const auto& [name, p] : run.peaks) {
+    const bool copy = name.rfind("peak_copy", 0) == 0;
+    peaks.rows.push_back({code(name), p.per_second
+                                          ? plain(copy ? fmt_sig(*p.per_second / 1e9) + " GB/s"
+                                                       : fmt_sig(*p.per_second / 1e12) + " TFLOP/s")
+                                          : plain("failed: ") + code(p.error)});
+  }
+  if (peaks.rows.empty()) {
+    os << md(plain("This run has no measured peaks (peaks.json), so no table shows % of peak."))
+       << "\n\n";
+  } else {
+    os << md(peaks) << '\n';
+  }
+
+  Table files;
+  files.caption = plain("Results files");
+  files.header = {plain("file"), plain("entries"), plain("failed"), plain("GPU"), plain("notes")};
+  files.numeric = {false, true, true, false, false};
+  for (const ResultFile& f : run.files) {
+    std::string notes;
+    for (const char* key : {"torch_version", "cudnn_version"}) {
+      if (const std::string v = context_text(f.context, key); !v.empty()) {
+        notes += (notes.empty() ? "" : ", ") + std::string(key) + " " + v;
+      }
+    }
+    files.rows.push_back(
+        {code(f.name), plain(std::to_string(f.entries)), plain(std::to_string(f.errors)),
+         code(context_text(f.context, "gpu_name")), notes.empty() ? plain("") : code(notes)});
+  }
+  os << md(files) << '\n';
+
+  // Which kernels PyTorch actually ran for each SDPA backend (sdpa_bench.py records them).
+  Table kernels;
+  kernels.caption = plain("Kernels each PyTorch SDPA backend ran");
+  kernels.header = {plain("backend"), plain("kernels")};
+  kernels.numeric = {false, false};
+  for (const std::string& b : run.backends()) {
+    std::vector<std::string> labels;
+    for (const Measurement& m : run.measurements) {
+      if (m.backend == b && !m.label.empty() &&
+          std::find(labels.begin(), labels.end(), m.label) == labels.end()) {
+        labels.push_back(m.label);
+      }
+    }
+    for (const std::string& l : labels)
+      kernels.rows.push_back({code(b), code(l)});
+  }
+  if (!kernels.rows.empty()) os << md(kernels) << '\n';
+
+  if (!run.warnings.empty()) {
+    os << "**Consistency warnings**\n\n";
+    for (const std::string& w : run.warnings)
+      os << "- " << md(code(w)) << '\n';
+    os << '\n';
+  }
+  if (const std::string smi = context_text(run.provenance, "nvidia_smi"); !smi.empty()) {
+    std::string body = smi;
+    for (std::size_t at; (at = body.find("```")) != std::string::npos;)
+      body.replace(at, 3, "'''");
+    os << "**nvidia-smi at the time of the run**\n\n```\n"
+       << body << (body.empty() || body.back() == '\n' ? "" : "\n") << "```\n";
+  }
+  return os.str();
+}
+
+// --- Nsight Compute fragments -------------------------------------------------------------
+
+fs::path ncu_csv(const RunData& run, std::string_view stage) {
+  return run.dir / ("ncu_" + std::string(stage) + ".csv");
+}
+
+// "at `--batch 16 ...` on `NVIDIA H100`, `ncu 2025.1`": what profile.sh recorded next to a CSV.
+Text profile_context(const fs::path& csv) {
+  fs::path prov = csv;
+  prov.replace_extension(".provenance.txt");
+  const auto kv = load_ncu_provenance(prov);
+  Text t;
+  auto field = [&](const char* key, const char* lead) {
+    if (const auto it = kv.find(key); it != kv.end() && !it->second.empty()) {
+      t = t + plain(lead) + code(it->second);
+    }
+  };
+  field("runner_args", " Runner arguments: ");
+  field("gpu", "; GPU: ");
+  field("ncu_version", "; Nsight Compute: ");
+  field("metrics_skipped", "; not collected on this GPU: ");
+  return t.empty() ? t : t + plain(".");
+}
+
+std::string runner_args(const fs::path& csv) {
+  fs::path prov = csv;
+  prov.replace_extension(".provenance.txt");
+  const auto kv = load_ncu_provenance(prov);
+  const auto it = kv.find("runner_args");
+  return it == kv.end() ? "" : it->second;
+}
+
+// How a stage of several kernels gets one value per metric (fs_table/ncu.hpp), said where it
+// applies.
+std::string reduction_note(const NcuProfile& p, const std::string& stage) {
+  const std::size_t kernels = profiled_pass(p).size();
+  if (kernels < 2) return {};
+  return md(code(stage) + plain(" launches " + std::to_string(kernels) +
+                                " kernels per forward pass; its value of a metric sums the "
+                                "counters (.sum), takes the largest register count, and weights "
+                                "every other metric by each kernel's duration.")) +
+         "\n\n";
+}
+
+std::string ncu_page(const RunData& run, std::string_view stage,
+                     const std::vector<MetricSpec>& metrics) {
+  const fs::path csv = ncu_csv(run, stage);
+  if (!fs::exists(csv)) {
+    return md(plain("This run has no Nsight Compute profile of ") + code(std::string(stage)) +
+              plain(" (") + code(csv.filename().string()) + plain(").")) +
+           "\n";
+  }
+  const NcuProfile p = load_ncu_csv(csv);
+  Table t = ncu_table(p, metrics);
+  t.caption = plain("Nsight Compute: ") + code(std::string(stage));
+  return md(run_caption(run) + profile_context(csv)) + "\n\n" +
+         reduction_note(p, std::string(stage)) + md(t);
+}
+
+std::string ncu_diff_page(const RunData& run, std::string_view stage,
+                          const std::vector<MetricSpec>& metrics) {
+  const std::string prev = previous_stage(stage);
+  if (prev.empty()) {
+    return md(code(std::string(stage)) +
+              plain(" is the first stage: there is no previous profile to compare with.")) +
+           "\n";
+  }
+  const fs::path before = ncu_csv(run, prev), after = ncu_csv(run, stage);
+  for (const fs::path& f : {before, after}) {
+    if (!fs::exists(f)) {
+      return md(plain("This run has no ") + code(f.filename().string()) +
+                plain(", so there is no diff of ") + code(prev) + plain(" against ") +
+                code(std::string(stage)) + plain(".")) +
+             "\n";
+    }
+  }
+  const NcuProfile pb = load_ncu_csv(before), pa = load_ncu_csv(after);
+  Table t = ncu_diff_table(pb, pa, metrics, prev, std::string(stage));
+  t.caption =
+      plain("Nsight Compute: ") + code(prev) + plain(" against ") + code(std::string(stage));
+  std::string text = md(run_caption(run)) + "\n\n";
+  if (const std::string a = runner_args(before), b = runner_args(after); a != b) {
+    text += md(plain("The two profiles ran different arguments (") + code(a) + plain(" and ") +
+               code(b) + plain("): compare them with care.")) +
+            "\n\n";
+  }
+  return text + reduction_note(pb, prev) + reduction_note(pa, std::string(stage)) + md(t);
+}
+
+// --- plots --------------------------------------------------------------------------------
+
+// gnuplot's single-quoted string: a quote is written twice.
+std::string gp_string(const std::string& s) {
+  std::string out = "'";
+  for (char c : s)
+    out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+void run_gnuplot(const BookOptions& opt, const std::string& script, const std::string& vars) {
+  const fs::path gp = opt.plots_dir / script;
+  if (!fs::exists(gp)) throw std::runtime_error("gnuplot script " + gp.string() + " not found");
+  std::vector<std::string> args{opt.gnuplot, "-e", vars, gp.string()};
+  std::vector<char*> argv;
+  for (std::string& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (const int err =
+          posix_spawnp(&pid, opt.gnuplot.c_str(), nullptr, nullptr, argv.data(), environ)) {
+    throw std::runtime_error("cannot run " + opt.gnuplot + ": " + std::strerror(err) +
+                             " (install gnuplot, e.g. Debian's gnuplot-nox, or pass --gnuplot)");
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw std::runtime_error("gnuplot failed on " + gp.string() + " with: " + vars);
+  }
+}
+
+void placeholder_png(const BookOptions& opt, Writer& w, const std::string& png,
+                     const std::string& message, const std::string& detail) {
+  const fs::path out = w.dir() / png;
+  run_gnuplot(opt, "placeholder.gp",
+              "outfile=" + gp_string(out.string()) + "; message=" + gp_string(message) +
+                  "; detail=" + gp_string(detail));
+  w.add(out);
+}
+
+// Sweeps (groups with more than one S) that have at least one timed value.
+std::vector<ShapeGroup> sweeps(const RunData& run, DType dtype) {
+  std::vector<ShapeGroup> out;
+  for (const ShapeGroup& g : shape_groups(run, dtype)) {
+    if (g.shapes.size() > 1) out.push_back(g);
+  }
+  return out;
+}
+
+std::string tflops_or_missing(const RunData& run, std::string_view b, const Problem& p) {
+  const TimeLookup t = lookup_time(run, b, p);
+  return t.m ? fmt_sig(t.m->flops_per_second() / 1e12, 4) : "-";
+}
+
+bool any_time(const RunData& run, std::string_view b, const std::vector<Problem>& shapes) {
+  return std::any_of(shapes.begin(), shapes.end(),
+                     [&](const Problem& p) { return lookup_time(run, b, p).m != nullptr; });
+}
+
+// One block per sweep: rows = backends, columns = S. Returns the titles of the blocks written.
+std::vector<std::string> stages_dat(const RunData& run, const std::vector<ShapeGroup>& groups,
+                                    std::ostringstream& os) {
+  std::vector<std::string> titles;
+  const auto backends = run.backends();
+  for (const ShapeGroup& g : groups) {
+    std::vector<Problem> cols;
+    for (const Problem& p : g.shapes) {
+      if (std::any_of(backends.begin(), backends.end(),
+                      [&](const std::string& b) { return lookup_time(run, b, p).m; })) {
+        cols.push_back(p);
+      }
+    }
+    if (cols.empty()) continue;
+    os << (titles.empty() ? "" : "\n\n") << "# " << render(g.caption(), Format::console)
+       << ": TFLOP/s\nbackend";
+    for (const Problem& p : cols)
+      os << " \"" << column_label(p) << '"';
+    os << '\n';
+    for (const std::string& b : backends) {
+      if (!any_time(run, b, cols)) continue;
+      os << b;
+      for (const Problem& p : cols)
+        os << ' ' << tflops_or_missing(run, b, p);
+      os << '\n';
+    }
+    titles.push_back(g.plot_title());
+  }
+  return titles;
+}
+
+// One block per sweep: rows = S, columns = the last stages and the baselines.
+std::vector<std::string> seq_dat(const RunData& run, const std::vector<ShapeGroup>& groups,
+                                 std::ostringstream& os) {
+  std::vector<std::string> titles;
+  std::vector<std::string> series(std::begin(kSeqPlotStages), std::end(kSeqPlotStages));
+  series.insert(series.end(), std::begin(kBaselines), std::end(kBaselines));
+  for (const ShapeGroup& g : groups) {
+    std::vector<std::string> cols;
+    for (const std::string& b : series) {
+      if (any_time(run, b, g.shapes)) cols.push_back(b);
+    }
+    if (cols.empty()) continue;
+    os << (titles.empty() ? "" : "\n\n") << "# " << render(g.caption(), Format::console)
+       << ": TFLOP/s against Sq\nSq";
+    for (const std::string& b : cols)
+      os << ' ' << b;
+    os << '\n';
+    for (const Problem& p : g.shapes) {
+      os << p.seq_q;
+      for (const std::string& b : cols)
+        os << ' ' << tflops_or_missing(run, b, p);
+      os << '\n';
+    }
+    titles.push_back(g.plot_title());
+  }
+  return titles;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& s : v)
+    out += (out.empty() ? "" : " ") + s;
+  return out;
+}
+
+void write_plots(const BookOptions& opt, const RunData& run, Writer& w) {
+  struct Plot {
+    const char* name;  // stem of the .dat, .png and .gp
+    std::vector<std::string> (*data)(const RunData&, const std::vector<ShapeGroup>&,
+                                     std::ostringstream&);
+    const char* heading;
+  };
+  const Plot plots[] = {
+      {"plot_stages", stages_dat, "TFLOP/s of every stage and baseline"},
+      {"plot_seqlen", seq_dat, "TFLOP/s against sequence length, last stages and baselines"}};
+  for (const Plot& p : plots) {
+    const std::string dat = std::string(p.name) + ".dat", png = std::string(p.name) + ".png";
+    if (run.empty()) {
+      w.write(dat, "# No measurement committed yet: run " + std::string(kGpuCheckCommand) +
+                       " on a GPU host to produce one.\n");
+      placeholder_png(opt, w, png, "No measurement committed yet.",
+                      "Run " + std::string(kGpuCheckCommand) + " on a GPU host to produce one.");
+      continue;
+    }
+    std::ostringstream os;
+    const auto titles = p.data(run, sweeps(run, opt.dtype), os);
+    if (titles.empty()) {
+      w.write(dat, "# This run has no timed sequence-length sweep.\n");
+      placeholder_png(opt, w, png, "This run has no timed sequence-length sweep.",
+                      "Run " + run.label + ", " + std::string(to_string(opt.dtype)) +
+                          ": the tables list the shapes it measured.");
+      continue;
+    }
+    w.write(dat, os.str());
+    const fs::path out = w.dir() / png;
+    const std::string gpu = run_gpu_name(run);
+    const std::string heading = std::string(p.heading) + ", " + std::string(to_string(opt.dtype));
+    const std::string subheading = (gpu.empty() ? "" : gpu + ", ") + "run " + run.label;
+    run_gnuplot(opt, std::string(p.name) + ".gp",
+                "datafile=" + gp_string((w.dir() / dat).string()) +
+                    "; outfile=" + gp_string(out.string()) + "; titles=" + gp_string(join(titles)) +
+                    "; heading=" + gp_string(heading) + "; subheading=" + gp_string(subheading));
+    w.add(out);
+  }
+}
+
+}  // namespace
+
+BookResult write_book(const BookOptions& opt) {
+  const auto metrics = load_metric_set(opt.metrics_file);
+  const RunData run = load_run(opt.run_dir);
+  fs::create_directories(opt.out_dir);
+  Writer w(opt.out_dir);
+
+  if (run.empty()) {
+    w.write("table_all.md", no_measurement(plain("the comparison of every stage and baseline")));
+    w.write("provenance.md",
+            no_measurement(plain("the GPU, driver, clocks and commit of the run")));
+  } else {
+    w.write("table_all.md",
+            md(run_caption(run)) + "\n\n" + comparison_report(run, opt.dtype, Format::markdown));
+    w.write("provenance.md", provenance_page(run));
+  }
+  for (std::string_view s : kStages) {
+    const std::string stage(s);
+    if (run.empty()) {
+      w.write("table_" + stage + ".md", no_measurement(plain("the timing of ") + code(stage)));
+      w.write("ncu_" + stage + ".md",
+              no_measurement(plain("the Nsight Compute profile of ") + code(stage)));
+      w.write("ncu_diff_" + stage + ".md",
+              previous_stage(stage).empty()
+                  ? ncu_diff_page(run, stage, metrics)
+                  : no_measurement(plain("the profile of ") + code(stage) + plain(" against ") +
+                                   code(previous_stage(stage))));
+      continue;
+    }
+    const std::string timing =
+        run.shapes(opt.dtype).empty()
+            ? md(plain("This run has no " + std::string(to_string(opt.dtype)) + " timings.")) + '\n'
+            : md(stage_table(run, stage, opt.dtype)) + '\n' + md(legend()) + '\n';
+    w.write("table_" + stage + ".md", md(run_caption(run)) + "\n\n" + timing);
+    w.write("ncu_" + stage + ".md", ncu_page(run, stage, metrics));
+    w.write("ncu_diff_" + stage + ".md", ncu_diff_page(run, stage, metrics));
+  }
+  write_plots(opt, run, w);
+  return {w.written(), run.missing_reason, run.warnings};
+}
+
+}  // namespace flashsteps::table

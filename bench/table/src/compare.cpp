@@ -1,0 +1,265 @@
+// fs_table/src/compare.cpp — the comparison tables (see fs_table/compare.hpp).
+#include "fs_table/compare.hpp"
+
+#include <algorithm>
+#include <sstream>
+#include <tuple>
+
+namespace flashsteps::table {
+
+Text ShapeGroup::caption() const {
+  return plain("D = " + std::to_string(head_dim) + (causal ? ", causal, " : ", non-causal, ") +
+               std::string(to_string(dtype)) + ": H = " + std::to_string(heads) +
+               ", B·S = " + std::to_string(tokens) + " tokens");
+}
+
+std::string ShapeGroup::plot_title() const {
+  return "D=" + std::to_string(head_dim) + ",H=" + std::to_string(heads) +
+         (causal ? ",causal" : ",non-causal");
+}
+
+std::vector<ShapeGroup> shape_groups(const RunData& run, DType dtype) {
+  std::vector<ShapeGroup> groups;
+  for (const Problem& p : run.shapes(dtype)) {
+    const std::int64_t tokens = p.batch * p.seq_q;
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const ShapeGroup& g) {
+      return g.head_dim == p.head_dim && g.causal == p.causal && g.heads == p.heads &&
+             g.tokens == tokens;
+    });
+    if (it == groups.end()) {
+      groups.push_back({p.head_dim, p.causal, p.heads, tokens, dtype, {}});
+      it = groups.end() - 1;
+    }
+    it->shapes.push_back(p);
+  }
+  for (ShapeGroup& g : groups) {
+    std::sort(g.shapes.begin(), g.shapes.end(), [](const Problem& a, const Problem& b) {
+      return std::tie(a.seq_q, a.seq_kv) < std::tie(b.seq_q, b.seq_kv);
+    });
+  }
+  std::sort(groups.begin(), groups.end(), [](const ShapeGroup& a, const ShapeGroup& b) {
+    const auto na = -static_cast<std::int64_t>(a.shapes.size());
+    const auto nb = -static_cast<std::int64_t>(b.shapes.size());
+    return std::tie(na, a.head_dim, a.causal, a.heads, a.tokens) <
+           std::tie(nb, b.head_dim, b.causal, b.heads, b.tokens);
+  });
+  return groups;
+}
+
+std::string column_label(const Problem& p) {
+  if (p.seq_q == p.seq_kv) return "S=" + std::to_string(p.seq_q);
+  return "Sq=" + std::to_string(p.seq_q) + ",Skv=" + std::to_string(p.seq_kv);
+}
+
+std::string previous_stage(std::string_view backend) {
+  const auto* it = std::find(std::begin(kStages), std::end(kStages), backend);
+  if (it == std::end(kStages) || it == std::begin(kStages)) return {};
+  return std::string(*(it - 1));
+}
+
+TimeLookup lookup_time(const RunData& run, std::string_view backend, const Problem& shape) {
+  if (const Measurement* m = run.find(backend, shape)) {
+    if (m->ok()) return {m, {}};
+    return {nullptr, code(m->error)};
+  }
+  if (run.has_backend(backend)) return {nullptr, plain("not measured at this shape")};
+  return {nullptr, plain("no results for this backend in this run")};
+}
+
+PeakLookup lookup_gemm_peak(const RunData& run, DType dtype) {
+  const std::string key = "peak_gemm/" + std::string(to_string(dtype));
+  if (!run.has_peaks_file)
+    return {std::nullopt, plain("no measured peaks (peaks.json) in this run")};
+  const auto it = run.peaks.find(key);
+  if (it == run.peaks.end()) return {std::nullopt, code(key) + plain(" is not in peaks.json")};
+  if (!it->second.per_second) {
+    return {std::nullopt, code(key) + plain(" failed: ") + code(it->second.error)};
+  }
+  return {it->second.per_second, {}};
+}
+
+double speedup(double t_ref_ms, double t_ms) {
+  return t_ref_ms / t_ms;
+}
+
+double percent_of_peak(double flops_per_second, double peak_flops_per_second) {
+  return 100.0 * flops_per_second / peak_flops_per_second;
+}
+
+namespace {
+
+std::string tflops(const Measurement& m) {
+  return fmt_sig(m.flops_per_second() / 1e12);
+}
+
+Text no_time_at_shape(std::string_view backend) {
+  return code(std::string(backend)) + plain(" has no time at this shape");
+}
+
+// "D=64 causal S=1024 (B=16, H=32)": a shape as a row label.
+Text shape_label(const Problem& p) {
+  return plain("D=" + std::to_string(p.head_dim) + (p.causal ? " causal " : " ") + column_label(p) +
+               " (B=" + std::to_string(p.batch) + ", H=" + std::to_string(p.heads) + ")");
+}
+
+}  // namespace
+
+Table overview_table(const RunData& run, const ShapeGroup& group) {
+  Table t;
+  Footnotes notes;
+  t.caption = group.caption() + plain(" (median ms / TFLOP/s)");
+  t.header.push_back(plain("backend"));
+  t.numeric.push_back(false);
+  for (const Problem& p : group.shapes) {
+    t.header.push_back(plain(column_label(p)));
+    t.numeric.push_back(true);
+  }
+  for (const std::string& b : run.backends()) {
+    std::vector<Text> row{code(b)};
+    for (const Problem& p : group.shapes) {
+      const TimeLookup tl = lookup_time(run, b, p);
+      row.push_back(tl.m ? plain(fmt_sig(tl.m->median_ms) + " / " + tflops(*tl.m))
+                         : notes.mark(tl.reason));
+    }
+    t.rows.push_back(std::move(row));
+  }
+  t.notes = notes.notes();
+  return t;
+}
+
+Table shape_table(const RunData& run, const Problem& shape) {
+  Table t;
+  Footnotes notes;
+  t.caption = code(shape.name());
+  t.header = {plain("backend"),
+              plain("median ms"),
+              plain("p10-p90 ms"),
+              plain("TFLOP/s"),
+              plain("% of peak"),
+              plain("vs previous stage"),
+              plain("vs ") + code("sdpa_flash"),
+              plain("vs ") + code("sdpa_cudnn")};
+  t.numeric.assign(t.header.size(), true);
+  t.numeric[0] = false;
+  const PeakLookup peak = lookup_gemm_peak(run, shape.dtype);
+  const TimeLookup flash = lookup_time(run, "sdpa_flash", shape);
+  const TimeLookup cudnn = lookup_time(run, "sdpa_cudnn", shape);
+  auto ratio_to = [&](const TimeLookup& ref, std::string_view ref_name, const Measurement& m) {
+    return ref.m ? plain(fmt_ratio(speedup(ref.m->median_ms, m.median_ms)))
+                 : notes.mark(no_time_at_shape(ref_name));
+  };
+  for (const std::string& b : run.backends()) {
+    if (!run.has_backend(b)) continue;  // the overview already marks backends the run lacks
+    const TimeLookup tl = lookup_time(run, b, shape);
+    std::vector<Text> row{code(b)};
+    if (!tl.m) {
+      row.push_back(notes.mark(tl.reason));
+      row.resize(t.header.size(), plain("-"));
+      t.rows.push_back(std::move(row));
+      continue;
+    }
+    const Measurement& m = *tl.m;
+    row.push_back(plain(fmt_sig(m.median_ms)));
+    row.push_back(m.p10_ms && m.p90_ms ? plain(fmt_sig(*m.p10_ms) + "-" + fmt_sig(*m.p90_ms))
+                                       : plain("-"));
+    row.push_back(plain(tflops(m)));
+    row.push_back(peak.flops_per_second ? plain(fmt_percent(percent_of_peak(
+                                              m.flops_per_second(), *peak.flops_per_second)))
+                                        : notes.mark(peak.reason));
+    if (const std::string prev = previous_stage(b); prev.empty()) {
+      row.push_back(plain("-"));
+    } else {
+      row.push_back(ratio_to(lookup_time(run, prev, shape), prev, m));
+    }
+    row.push_back(ratio_to(flash, "sdpa_flash", m));
+    row.push_back(ratio_to(cudnn, "sdpa_cudnn", m));
+    t.rows.push_back(std::move(row));
+  }
+  t.notes = notes.notes();
+  return t;
+}
+
+Table stage_table(const RunData& run, std::string_view stage, DType dtype) {
+  Table t;
+  Footnotes notes;
+  const std::string prev = previous_stage(stage);
+  t.caption = code(std::string(stage)) +
+              plain(" at every " + std::string(to_string(dtype)) + " shape of this run");
+  auto column = [&](Text h, bool numeric) {
+    t.header.push_back(std::move(h));
+    t.numeric.push_back(numeric);
+  };
+  column(plain("shape"), false);
+  column(plain("median ms"), true);
+  column(plain("TFLOP/s"), true);
+  column(plain("% of peak"), true);
+  std::vector<std::string> refs;
+  if (!prev.empty()) refs.push_back(prev);
+  refs.insert(refs.end(), {"sdpa_flash", "baseline_cublas"});
+  for (const std::string& r : refs) {
+    column(code(r) + plain(" ms"), true);
+    column(plain("vs ") + code(r), true);
+  }
+  const PeakLookup peak = lookup_gemm_peak(run, dtype);
+  for (const ShapeGroup& g : shape_groups(run, dtype)) {
+    for (const Problem& p : g.shapes) {
+      std::vector<Text> row{shape_label(p)};
+      const TimeLookup self = lookup_time(run, stage, p);
+      if (self.m) {
+        row.push_back(plain(fmt_sig(self.m->median_ms)));
+        row.push_back(plain(tflops(*self.m)));
+        row.push_back(peak.flops_per_second
+                          ? plain(fmt_percent(percent_of_peak(self.m->flops_per_second(),
+                                                              *peak.flops_per_second)))
+                          : notes.mark(peak.reason));
+      } else {
+        row.push_back(notes.mark(self.reason));
+        row.push_back(plain("-"));
+        row.push_back(plain("-"));
+      }
+      for (const std::string& r : refs) {
+        const TimeLookup ref = lookup_time(run, r, p);
+        row.push_back(ref.m ? plain(fmt_sig(ref.m->median_ms)) : notes.mark(ref.reason));
+        row.push_back(ref.m && self.m
+                          ? plain(fmt_ratio(speedup(ref.m->median_ms, self.m->median_ms)))
+                          : plain("-"));
+      }
+      t.rows.push_back(std::move(row));
+    }
+  }
+  t.notes = notes.notes();
+  return t;
+}
+
+Text run_caption(const RunData& run) {
+  Text t = plain("Run ") + code(run.label);
+  if (const std::string gpu = run_gpu_name(run); !gpu.empty()) t = t + plain(" on ") + code(gpu);
+  return t + plain(".");
+}
+
+Text legend() {
+  return plain(
+      "Times are medians over launches with the L2 cache flushed before each. TFLOP/s counts "
+      "4·B·H·Sq·Skv·D FLOPs, halved when causal. Speedups and ratios are t(reference) / t(row): "
+      "above 1x the row is faster. % of peak is against the cuBLAS GEMM of the same dtype "
+      "measured in the same run. \"-\": not applicable; \"n/a (k)\": see note (k).");
+}
+
+std::string comparison_report(const RunData& run, DType dtype, Format f) {
+  const auto groups = shape_groups(run, dtype);
+  std::ostringstream os;
+  if (groups.empty()) {
+    os << "No " << to_string(dtype) << " measurements in this run.\n";
+    return os.str();
+  }
+  os << render(legend(), f) << "\n\n";
+  for (const ShapeGroup& g : groups)
+    os << render(overview_table(run, g), f) << '\n';
+  for (const ShapeGroup& g : groups) {
+    for (const Problem& p : g.shapes)
+      os << render(shape_table(run, p), f) << '\n';
+  }
+  return os.str();
+}
+
+}  // namespace flashsteps::table

@@ -1,0 +1,388 @@
+// fs_table/src/ncu.cpp — Nsight Compute CSV parsing and the metric tables (see fs_table/ncu.hpp).
+#include "fs_table/ncu.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "fs_table/run.hpp"
+
+namespace flashsteps::table {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string trim(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return {};
+  return std::string(s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1));
+}
+
+std::ifstream open(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) throw InputError("cannot read " + file.string());
+  return in;
+}
+
+// One CSV record per line (ncu never breaks a field across lines); "" escapes a quote.
+std::optional<std::vector<std::string>> split_csv(const std::string& line) {
+  std::vector<std::string> fields(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        fields.back() += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        fields.back() += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      fields.emplace_back();
+    } else if (c != '\r') {
+      fields.back() += c;
+    }
+  }
+  if (quoted) return std::nullopt;
+  return fields;
+}
+
+// "1,234,567.89" (ncu groups thousands) or "12.5"; nullopt for "n/a" and other text.
+std::optional<double> parse_number(const std::string& text) {
+  std::string s = trim(text);
+  if (!s.empty() && s[0] == '+') s.erase(0, 1);
+  if (s.find(',') != std::string::npos) {
+    // Commas are read only as thousands separators: 1-3 digits, then groups of exactly 3.
+    const std::size_t start = s[0] == '-' ? 1 : 0;
+    const std::string integer = s.substr(start, s.find('.') - start);
+    std::size_t group = 0, at = 0;
+    for (std::size_t next = 0; next != std::string::npos; at = next + 1, ++group) {
+      next = integer.find(',', at);
+      const std::size_t len = (next == std::string::npos ? integer.size() : next) - at;
+      if (group == 0 ? (len < 1 || len > 3) : len != 3) return std::nullopt;
+    }
+    s.erase(std::remove(s.begin(), s.end(), ','), s.end());
+  }
+  double v = 0;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || r.ec != std::errc{} || r.ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+// ncu scales units unless told --print-units base; bring bytes and times to one unit.
+MetricValue normalize(const std::string& value, const std::string& unit) {
+  struct Scale {
+    const char* unit;
+    const char* base;
+    double factor;
+  };
+  static constexpr Scale kScales[] = {
+      {"byte", "byte", 1},    {"Kbyte", "byte", 1e3},  {"Mbyte", "byte", 1e6},
+      {"Gbyte", "byte", 1e9}, {"Tbyte", "byte", 1e12}, {"nsecond", "ns", 1},
+      {"usecond", "ns", 1e3}, {"msecond", "ns", 1e6},  {"second", "ns", 1e9},
+      {"ns", "ns", 1},        {"us", "ns", 1e3},       {"ms", "ns", 1e6},
+      {"s", "ns", 1e9}};
+  MetricValue v{parse_number(value), trim(unit)};
+  for (const Scale& s : kScales) {
+    if (v.unit == s.unit) {
+      v.unit = s.base;
+      if (v.value) *v.value *= s.factor;
+      break;
+    }
+  }
+  return v;
+}
+
+KernelLaunch& launch_with_id(NcuProfile& p, const std::string& id, const std::string& name) {
+  for (KernelLaunch& k : p.launches) {
+    if (k.id == id) return k;
+  }
+  p.launches.push_back({id, name, {}});
+  return p.launches.back();
+}
+
+bool is_ncu_message(const std::string& line) {
+  return line.rfind("==", 0) == 0;
+}
+
+}  // namespace
+
+std::vector<MetricSpec> parse_metric_set(std::istream& in, const std::string& source) {
+  std::vector<MetricSpec> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    const std::string where = source + ":" + std::to_string(n) + ": ";
+    const std::string t = trim(line);
+    if (t.empty() || t[0] == '#') continue;
+    const auto hash = t.find('#');
+    std::istringstream words(t.substr(0, hash));
+    std::vector<std::string> w;
+    for (std::string s; words >> s;)
+      w.push_back(s);
+    MetricSpec m;
+    m.label = hash == std::string::npos ? "" : trim(t.substr(hash + 1));
+    if (w.empty() || w.size() > 2 || (w.size() == 2 && w[1] != "optional") || m.label.empty()) {
+      throw InputError(where + "expected `<metric> [optional]  # <label>`, found: " + t);
+    }
+    m.name = w[0];
+    m.optional = w.size() == 2;
+    if (m.name.find("__") == std::string::npos) {
+      throw InputError(where + m.name + " is not an Nsight Compute metric name (no \"__\")");
+    }
+    if (std::any_of(out.begin(), out.end(),
+                    [&](const MetricSpec& o) { return o.name == m.name; })) {
+      throw InputError(where + m.name + " is listed twice");
+    }
+    out.push_back(std::move(m));
+  }
+  if (out.empty()) throw InputError(source + ": no metrics listed");
+  return out;
+}
+
+std::vector<MetricSpec> load_metric_set(const fs::path& file) {
+  auto in = open(file);
+  return parse_metric_set(in, file.string());
+}
+
+NcuProfile parse_ncu_csv(std::istream& in, const std::string& source) {
+  NcuProfile p;
+  p.source = source;
+  std::vector<std::string> header;
+  std::string line;
+  int n = 0;
+  // Skip whatever precedes the header: ==PROF== lines, the application's own output.
+  while (std::getline(in, line)) {
+    ++n;
+    if (is_ncu_message(line)) continue;
+    if (auto f = split_csv(line); f && f->size() > 1 && (*f)[0] == "ID" &&
+                                  std::find(f->begin(), f->end(), "Kernel Name") != f->end()) {
+      header = *f;
+      break;
+    }
+  }
+  if (header.empty()) {
+    throw InputError(source +
+                     ": no Nsight Compute CSV header (\"ID\",...,\"Kernel Name\",...) found");
+  }
+  auto col = [&](const char* name) -> std::optional<std::size_t> {
+    const auto it = std::find(header.begin(), header.end(), name);
+    if (it == header.end()) return std::nullopt;
+    return static_cast<std::size_t>(it - header.begin());
+  };
+  const std::size_t kernel_col = *col("Kernel Name");
+  const auto metric_col = col("Metric Name");
+  const auto value_col = col("Metric Value");
+  const auto unit_col = col("Metric Unit");
+  const bool details = metric_col && value_col;
+  std::vector<std::string> units(header.size());  // raw page: the row under the header
+
+  while (std::getline(in, line)) {
+    ++n;
+    if (trim(line).empty() || is_ncu_message(line)) continue;
+    const auto f = split_csv(line);
+    const std::string where = source + ":" + std::to_string(n) + ": ";
+    if (!f || f->size() != header.size()) {
+      throw InputError(where + "expected " + std::to_string(header.size()) + " fields, found " +
+                       (f ? std::to_string(f->size()) : std::string("an unterminated quote")));
+    }
+    const std::string& id = (*f)[0];
+    if (details) {
+      KernelLaunch& k = launch_with_id(p, id, (*f)[kernel_col]);
+      k.metrics[(*f)[*metric_col]] = normalize((*f)[*value_col], unit_col ? (*f)[*unit_col] : "");
+    } else if (id.empty()) {
+      units = *f;
+    } else {
+      KernelLaunch& k = launch_with_id(p, id, (*f)[kernel_col]);
+      for (std::size_t c = 0; c < header.size(); ++c) {
+        if (header[c].find("__") != std::string::npos)
+          k.metrics[header[c]] = normalize((*f)[c], units[c]);
+      }
+    }
+  }
+  if (p.launches.empty()) throw InputError(source + ": the profile holds no kernel launch");
+  return p;
+}
+
+NcuProfile load_ncu_csv(const fs::path& file) {
+  auto in = open(file);
+  return parse_ncu_csv(in, file.filename().string());
+}
+
+std::vector<KernelLaunch> profiled_pass(const NcuProfile& p) {
+  std::vector<KernelLaunch> pass;
+  for (const KernelLaunch& k : p.launches) {
+    auto it = std::find_if(pass.begin(), pass.end(),
+                           [&](const KernelLaunch& q) { return q.name == k.name; });
+    if (it == pass.end()) {
+      pass.push_back(k);
+    } else {
+      *it = k;  // a later launch of the same kernel: keep the last one, in its first place
+    }
+  }
+  return pass;
+}
+
+MetricValue stage_value(const std::vector<KernelLaunch>& pass, const std::string& metric) {
+  static const std::string kDuration = "gpu__time_duration.sum";
+  MetricValue out;
+  std::vector<std::pair<double, std::optional<double>>> values;  // (value, duration)
+  for (const KernelLaunch& k : pass) {
+    const auto it = k.metrics.find(metric);
+    if (it == k.metrics.end()) continue;
+    if (out.unit.empty()) out.unit = it->second.unit;
+    if (!it->second.value) continue;
+    const auto d = k.metrics.find(kDuration);
+    values.emplace_back(*it->second.value, d == k.metrics.end() ? std::nullopt : d->second.value);
+  }
+  if (values.empty()) return out;
+  const bool is_sum = metric.size() > 4 && metric.compare(metric.size() - 4, 4, ".sum") == 0;
+  double r = 0;
+  if (metric.rfind("launch__", 0) == 0) {
+    r = std::max_element(values.begin(), values.end())->first;
+  } else if (is_sum) {
+    for (const auto& v : values)
+      r += v.first;
+  } else if (std::all_of(values.begin(), values.end(),
+                         [](const auto& v) { return v.second && *v.second > 0; })) {
+    double weight = 0;
+    for (const auto& v : values)
+      r += v.first * *v.second, weight += *v.second;
+    r /= weight;
+  } else {
+    for (const auto& v : values)
+      r += v.first;
+    r /= static_cast<double>(values.size());
+  }
+  out.value = r;
+  return out;
+}
+
+std::vector<std::string> short_kernel_names(const std::vector<KernelLaunch>& pass) {
+  std::vector<std::string> full, base;
+  for (const KernelLaunch& k : pass) {
+    std::string s = k.name;
+    if (s.rfind("void ", 0) == 0) s.erase(0, 5);
+    // Drop the parameter list: the parenthesis matching the final ')'.
+    if (!s.empty() && s.back() == ')') {
+      int depth = 0;
+      for (std::size_t i = s.size(); i-- > 0;) {
+        depth += s[i] == ')' ? 1 : s[i] == '(' ? -1 : 0;
+        if (depth == 0) {
+          s.erase(i);
+          break;
+        }
+      }
+    }
+    full.push_back(s);
+    base.push_back(s.substr(0, s.find('<')));
+  }
+  for (std::size_t i = 0; i < base.size(); ++i) {
+    if (std::count(base.begin(), base.end(), base[i]) > 1) base[i] = full[i];
+  }
+  return base;
+}
+
+std::string format_metric(const MetricValue& v) {
+  if (!v.value) return "n/a";
+  const double x = *v.value;
+  if (v.unit == "%") return fmt_percent(x);
+  if (v.unit == "byte") return fmt_bytes(x);
+  if (v.unit == "ns") return fmt_ns(x);
+  if (v.unit.find("register") != std::string::npos) return std::to_string(std::lround(x));
+  if (v.unit.empty()) return fmt_sig(x);
+  return fmt_sig(x) + " " + v.unit;
+}
+
+std::string format_change(const MetricValue& before, const MetricValue& after) {
+  if (!before.value || !after.value) return "-";
+  const double b = *before.value, a = *after.value;
+  if (a == b) return "=";
+  const auto sign = [](double d) { return d > 0 ? std::string("+") : std::string("-"); };
+  if (after.unit == "%") return sign(a - b) + fmt_sig(std::fabs(a - b)) + " pt";
+  if (after.unit.find("register") != std::string::npos) {
+    return sign(a - b) + std::to_string(std::lround(std::fabs(a - b)));
+  }
+  if (b == 0) return "from 0";
+  const double rel = 100.0 * (a - b) / b;
+  return sign(rel) + fmt_sig(std::fabs(rel)) + "%";
+}
+
+std::map<std::string, std::string> load_ncu_provenance(const fs::path& file) {
+  std::map<std::string, std::string> out;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::string t = trim(line);
+    const auto colon = t.find(':');
+    if (t.empty() || t[0] == '#' || colon == std::string::npos) continue;
+    out[trim(t.substr(0, colon))] = trim(t.substr(colon + 1));
+  }
+  return out;
+}
+
+namespace {
+
+Text not_collected(const MetricSpec& m) {
+  return plain(m.optional ? "optional metric, not available on the profiled GPU"
+                          : "not in the profile");
+}
+
+}  // namespace
+
+Table ncu_table(const NcuProfile& p, const std::vector<MetricSpec>& metrics) {
+  Table t;
+  Footnotes notes;
+  const auto pass = profiled_pass(p);
+  const bool per_kernel = pass.size() > 1;
+  t.header = {plain("metric"), plain("Nsight Compute name")};
+  if (per_kernel) {
+    for (const std::string& k : short_kernel_names(pass))
+      t.header.push_back(code(k));
+  }
+  t.header.push_back(plain(per_kernel ? "stage (all kernels)" : "value"));
+  t.numeric.assign(t.header.size(), true);
+  t.numeric[0] = t.numeric[1] = false;
+  for (const MetricSpec& m : metrics) {
+    std::vector<Text> row{plain(m.label), code(m.name)};
+    if (per_kernel) {
+      for (const KernelLaunch& k : pass) {
+        const auto it = k.metrics.find(m.name);
+        row.push_back(plain(it == k.metrics.end() ? "-" : format_metric(it->second)));
+      }
+    }
+    const MetricValue v = stage_value(pass, m.name);
+    row.push_back(v.value ? plain(format_metric(v)) : notes.mark(not_collected(m)));
+    t.rows.push_back(std::move(row));
+  }
+  t.notes = notes.notes();
+  return t;
+}
+
+Table ncu_diff_table(const NcuProfile& before, const NcuProfile& after,
+                     const std::vector<MetricSpec>& metrics, const std::string& before_name,
+                     const std::string& after_name) {
+  Table t;
+  Footnotes notes;
+  const auto pb = profiled_pass(before), pa = profiled_pass(after);
+  t.header = {plain("metric"), plain("Nsight Compute name"), code(before_name), code(after_name),
+              plain("change")};
+  t.numeric = {false, false, true, true, true};
+  for (const MetricSpec& m : metrics) {
+    const MetricValue b = stage_value(pb, m.name), a = stage_value(pa, m.name);
+    t.rows.push_back({plain(m.label), code(m.name),
+                      b.value ? plain(format_metric(b)) : notes.mark(not_collected(m)),
+                      a.value ? plain(format_metric(a)) : notes.mark(not_collected(m)),
+                      plain(format_change(b, a))});
+  }
+  t.notes = notes.notes();
+  return t;
+}
+
+}  // namespace flashsteps::table

@@ -1,0 +1,268 @@
+// fs_table/src/run.cpp — reading one run folder (see fs_table/run.hpp for its layout).
+#include "fs_table/run.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace flashsteps::table {
+
+namespace fs = std::filesystem;
+
+const Measurement* RunData::find(std::string_view backend, const Problem& shape) const {
+  const std::string name = shape.name();
+  for (const Measurement& m : measurements) {
+    if (m.backend == backend && m.problem.name() == name) return &m;
+  }
+  return nullptr;
+}
+
+bool RunData::has_backend(std::string_view backend) const {
+  return std::any_of(measurements.begin(), measurements.end(),
+                     [&](const Measurement& m) { return m.backend == backend; });
+}
+
+std::vector<std::string> RunData::backends() const {
+  std::vector<std::string> out;
+  for (std::string_view s : kStages)
+    out.emplace_back(s);
+  for (std::string_view s : kBaselines)
+    out.emplace_back(s);
+  std::vector<std::string> extra;
+  for (const Measurement& m : measurements) {
+    if (std::find(out.begin(), out.end(), m.backend) == out.end() &&
+        std::find(extra.begin(), extra.end(), m.backend) == extra.end()) {
+      extra.push_back(m.backend);
+    }
+  }
+  std::sort(extra.begin(), extra.end());
+  out.insert(out.end(), extra.begin(), extra.end());
+  return out;
+}
+
+std::vector<Problem> RunData::shapes(DType dtype) const {
+  std::vector<Problem> out;
+  std::vector<std::string> seen;
+  for (const Measurement& m : measurements) {
+    if (m.problem.dtype != dtype) continue;
+    const std::string name = m.problem.name();
+    if (std::find(seen.begin(), seen.end(), name) == seen.end()) {
+      seen.push_back(name);
+      out.push_back(m.problem);
+    }
+  }
+  return out;
+}
+
+std::string context_text(const nlohmann::json& obj, const char* key) {
+  if (!obj.is_object() || !obj.contains(key)) return {};
+  const auto& v = obj.at(key);
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+std::string run_gpu_name(const RunData& run) {
+  std::string gpu = context_text(run.provenance, "gpu_name");
+  for (const ResultFile& f : run.files) {
+    if (gpu.empty()) gpu = context_text(f.context, "gpu_name");
+  }
+  return gpu;
+}
+
+namespace {
+
+std::string trim(std::string s) {
+  const auto first = s.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return {};
+  return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
+}
+
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError("cannot read " + file.string());
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// "<gpu-slug>/<run-id>": the last two components of the folder.
+std::string folder_label(const fs::path& dir) {
+  const fs::path p = fs::absolute(dir).lexically_normal();
+  const fs::path clean = p.has_filename() ? p : p.parent_path();
+  return (clean.parent_path().filename() / clean.filename()).generic_string();
+}
+
+bool same_commit(const std::string& a, const std::string& b) {
+  // One side may hold the short hash: a prefix of the other is the same commit.
+  return a.rfind(b, 0) == 0 || b.rfind(a, 0) == 0;
+}
+
+void read_entry(const nlohmann::json& e, const std::string& file, RunData* run, ResultFile* rf) {
+  if (!e.is_object() || !e.contains("name") || !e.at("name").is_string()) {
+    throw InputError(file + ": a benchmark entry has no string \"name\"");
+  }
+  if (e.value("run_type", std::string("iteration")) == "aggregate") return;
+  const std::string name = e.at("name").get<std::string>();
+  // <backend>/<shape>[/...]: Google Benchmark appends /iterations:N/manual_time and the like.
+  const auto slash = name.find('/');
+  const std::string backend = name.substr(0, slash);
+  const std::string rest = slash == std::string::npos ? "" : name.substr(slash + 1);
+  const std::string shape = rest.substr(0, rest.find('/'));
+
+  const bool failed = e.value("error_occurred", false);
+  const std::string error =
+      failed ? e.value("error_message", std::string("error_occurred, with no error_message")) : "";
+  ++rf->entries;
+  if (failed) ++rf->errors;
+  auto number = [&](const char* key) -> std::optional<double> {
+    if (!e.contains(key)) return std::nullopt;
+    if (!e.at(key).is_number())
+      throw InputError(file + ": " + name + ": \"" + key + "\" is not a number");
+    return e.at(key).get<double>();
+  };
+
+  if (backend.rfind("peak_", 0) == 0) {
+    run->has_peaks_file = true;
+    Peak p;
+    const char* counter = backend == "peak_copy" ? "bytes_per_second" : "FLOP/s";
+    if (failed) {
+      p.error = error;
+    } else if (auto v = number(counter); v && *v > 0) {
+      p.per_second = v;
+    } else {
+      p.error = std::string("no positive ") + counter + " counter";
+    }
+    run->peaks[backend + "/" + shape] = p;
+    return;
+  }
+
+  const auto problem = parse_problem_name(shape);
+  if (!problem) {
+    run->warnings.push_back(file + ": skipped \"" + name +
+                            "\": not <backend>/b<B>_h<H>_sq<Sq>_skv<Skv>_d<D>_<dtype>[_causal]");
+    return;
+  }
+  if (run->find(backend, *problem)) {
+    run->warnings.push_back(file + ": \"" + name + "\" appears again; the first entry is used");
+    return;
+  }
+  Measurement m;
+  m.backend = backend;
+  m.problem = *problem;
+  m.file = file;
+  m.label = e.value("label", std::string());
+  if (failed) {
+    m.error = error;
+  } else if (auto median = number("median_ms"); !median || !(*median > 0)) {
+    m.error = "malformed entry: no positive median_ms counter";
+    run->warnings.push_back(file + ": " + name + ": " + m.error);
+  } else {
+    m.median_ms = *median;
+    m.p10_ms = number("p10_ms");
+    m.p90_ms = number("p90_ms");
+    // The file's own FLOP/s must agree with the shape's FLOP count, or the bench is wrong.
+    if (auto rate = number("FLOP/s")) {
+      const double expect = m.flops_per_second();
+      if (std::fabs(*rate - expect) > 1e-3 * expect) {
+        std::ostringstream w;
+        w << file << ": " << name << ": FLOP/s counter " << *rate << " differs from " << expect
+          << " (the shape's FLOPs / median_ms); the table uses the latter";
+        run->warnings.push_back(w.str());
+      }
+    }
+  }
+  run->measurements.push_back(std::move(m));
+}
+
+void read_results_file(const nlohmann::json& j, const std::string& file, RunData* run) {
+  const auto& benchmarks = j.at("benchmarks");
+  if (!benchmarks.is_array()) throw InputError(file + ": \"benchmarks\" is not an array");
+  ResultFile rf;
+  rf.name = file;
+  rf.context = j.value("context", nlohmann::json::object());
+  for (const auto& e : benchmarks)
+    read_entry(e, file, run, &rf);
+  run->files.push_back(std::move(rf));
+}
+
+void check_consistency(RunData* run) {
+  const std::string gpu = context_text(run->provenance, "gpu_name");
+  const std::string commit = context_text(run->provenance, "git_commit");
+  for (const ResultFile& f : run->files) {
+    const std::string fgpu = context_text(f.context, "gpu_name");
+    const std::string fcommit = context_text(f.context, "git_commit");
+    if (!gpu.empty() && !fgpu.empty() && fgpu != gpu) {
+      run->warnings.push_back(f.name + " was measured on " + fgpu + ", provenance.json says " +
+                              gpu);
+    }
+    if (!commit.empty() && !fcommit.empty() && !same_commit(commit, fcommit)) {
+      run->warnings.push_back(f.name + " was built from commit " + fcommit +
+                              ", provenance.json says " + commit);
+    }
+  }
+}
+
+}  // namespace
+
+fs::path resolve_run_dir(const fs::path& dir, std::string* label, std::string* missing_reason) {
+  if (!fs::exists(dir)) {
+    *missing_reason = "the run folder " + dir.string() + " does not exist";
+    return dir;
+  }
+  const fs::path current = dir / "CURRENT";
+  if (!fs::is_regular_file(current)) {
+    *label = folder_label(dir);
+    return dir;
+  }
+  const std::string name = trim(read_text(current));
+  if (name.empty()) {
+    *missing_reason = current.string() + " is empty";
+    return dir;
+  }
+  *label = name;
+  const fs::path run = dir / name;
+  if (!fs::is_directory(run)) {
+    *missing_reason =
+        current.string() + " names " + name + ", which is not a folder under " + dir.string();
+  }
+  return run;
+}
+
+RunData load_run(const fs::path& dir) {
+  RunData run;
+  run.dir = resolve_run_dir(dir, &run.label, &run.missing_reason);
+  if (!run.missing_reason.empty()) return run;
+  if (!fs::is_directory(run.dir)) {
+    run.missing_reason = run.dir.string() + " is not a folder";
+    return run;
+  }
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(run.dir)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".json")
+      files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const fs::path& path : files) {
+    const std::string file = path.filename().string();
+    try {
+      const auto j = nlohmann::json::parse(read_text(path));
+      if (file == "provenance.json") {
+        if (!j.is_object()) throw InputError(file + ": not a JSON object");
+        run.provenance = j;
+      } else if (j.is_object() && j.contains("benchmarks")) {
+        read_results_file(j, file, &run);
+      }
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(path.string() + ": " + e.what());
+    }
+  }
+  if (run.measurements.empty() && run.peaks.empty()) {
+    run.missing_reason = "no benchmark results in " + run.dir.string() +
+                         " (a run folder holds *.json files with a \"benchmarks\" array; "
+                         "book/data names its run in a CURRENT file)";
+  }
+  check_consistency(&run);
+  return run;
+}
+
+}  // namespace flashsteps::table

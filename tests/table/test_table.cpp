@@ -1,0 +1,497 @@
+// tests/table/test_table.cpp — CPU tests of fs_table (bench/table): reading a run, the table
+// arithmetic and markers, the Markdown Doxygen gets, the book's placeholders, and Nsight
+// Compute parsing and diffs. Inputs are the hand-made files under tests/table/fixtures/ (see
+// its README); the expected values below are worked out by hand from them.
+//
+//   ctest -R '^table$'   or   test_table [tag]     (tags: [run] [compare] [markdown] [book]
+//                                                   [ncu] [format]; [gnuplot] needs gnuplot)
+#define CATCH_CONFIG_MAIN
+#include <catch2/catch.hpp>
+
+#include <stdlib.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "fs_table/book.hpp"
+#include "fs_table/compare.hpp"
+#include "fs_table/ncu.hpp"
+#include "fs_table/run.hpp"
+
+namespace fs = std::filesystem;
+using namespace flashsteps;
+using namespace flashsteps::table;
+
+namespace {
+
+const fs::path kFixtures = FS_TABLE_FIXTURES;
+const fs::path kBench = FS_TABLE_BENCH_DIR;
+
+// The fixture run's shapes (tests/table/fixtures/README.md).
+constexpr const char* kA = "b32_h32_sq512_skv512_d64_fp16";            // 2^36 FLOPs
+constexpr const char* kB = "b16_h32_sq1024_skv1024_d64_fp16";          // 2^37 FLOPs
+constexpr const char* kC = "b16_h16_sq1024_skv1024_d128_fp16_causal";  // 2^36 FLOPs
+constexpr const char* kD = "b1_h8_sq512_skv512_d64_fp16";              // 2^29 FLOPs
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "fs_table_test_XXXXXX").string();
+    REQUIRE(mkdtemp(t.data()) != nullptr);
+    path = t;
+  }
+  ~TempDir() { fs::remove_all(path); }
+  void write(const std::string& name, const std::string& text) const {
+    fs::create_directories((path / name).parent_path());
+    std::ofstream(path / name) << text;
+  }
+};
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Problem shape(const char* name) {
+  const auto p = parse_problem_name(name);
+  REQUIRE(p);
+  return *p;
+}
+
+std::string text(const Text& t) {
+  return render(t, Format::console);
+}
+
+// The cell of a table in the row whose first cell reads `row` and the column headed `column`.
+std::string cell(const Table& t, const std::string& row, const std::string& column) {
+  std::size_t c = 0;
+  while (c < t.header.size() && text(t.header[c]) != column)
+    ++c;
+  REQUIRE(c < t.header.size());
+  for (const auto& r : t.rows) {
+    if (text(r[0]) == row) return text(r[c]);
+  }
+  FAIL("no row " << row);
+  return {};
+}
+
+// The note a marker such as "n/a (2)" refers to.
+std::string note_of(const Table& t, const std::string& marker) {
+  std::smatch m;
+  REQUIRE(std::regex_match(marker, m, std::regex(R"(n/a \((\d+)\))")));
+  const std::size_t k = std::stoul(m[1]);
+  REQUIRE(k >= 1);
+  REQUIRE(k <= t.notes.size());
+  return text(t.notes[k - 1]);
+}
+
+const RunData& full_run() {
+  static const RunData run = load_run(kFixtures / "run_full");
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("benchmark names round-trip through the run and the table", "[run]") {
+  const RunData& run = full_run();
+  REQUIRE_FALSE(run.empty());
+  // 4 + 4 + 4 + 9 entries; the aggregate (_median) entry of 03 is not a measurement.
+  CHECK(run.measurements.size() == 21);
+  CHECK(run.warnings.empty());
+  for (const Measurement& m : run.measurements) {
+    // The shape parsed from the name prints back as the same name.
+    const auto again = parse_problem_name(m.problem.name());
+    REQUIRE(again);
+    CHECK(again->name() == m.problem.name());
+  }
+  // Google Benchmark's "/iterations:30/manual_time" suffix is not part of the shape.
+  const Measurement* m = run.find("03_online_softmax", shape(kB));
+  REQUIRE(m);
+  CHECK(m->median_ms == 2.0);
+  CHECK(m->flops_per_second() == Approx(137438953472.0 / 2e-3));
+  CHECK(run.find("03_online_softmax", shape(kA))->median_ms == 1.0);  // not the aggregate's 99
+  // The overview cell is the median and FLOPs(name) / median: 2^37 / 2 ms = 68.7 TFLOP/s.
+  const auto groups = shape_groups(run, DType::fp16);
+  REQUIRE(groups.size() == 3);
+  CHECK(groups[0].shapes.size() == 2);  // the S sweep first
+  CHECK(text(groups[0].caption()) == "D = 64, non-causal, fp16: H = 32, B·S = 16384 tokens");
+  const Table t = overview_table(run, groups[0]);
+  CHECK(cell(t, "03_online_softmax", "S=1024") == "2.00 / 68.7");
+  CHECK(cell(t, "sdpa_flash", "S=512") == "0.500 / 137");
+  // The labels name the kernels sdpa_bench.py saw run.
+  CHECK(run.find("sdpa_flash", shape(kA))->label == "kernels: pytorch_flash::flash_fwd_kernel");
+}
+
+TEST_CASE("entries whose names are not shapes are skipped with a warning", "[run]") {
+  TempDir d;
+  d.write("bench_x.json", R"({"benchmarks": [
+      {"name": "03_online_softmax/not_a_shape", "median_ms": 1.0},
+      {"name": "03_online_softmax/b1_h8_sq512_skv512_d64_fp16", "median_ms": 1.0},
+      {"name": "03_online_softmax/b1_h8_sq512_skv512_d64_fp16", "median_ms": 5.0},
+      {"name": "03_online_softmax/b1_h8_sq64_skv64_d64_fp16"}]})");
+  const RunData run = load_run(d.path);
+  REQUIRE(run.measurements.size() == 2);
+  CHECK(run.find("03_online_softmax", shape(kD))->median_ms == 1.0);  // the first of two
+  CHECK_FALSE(run.find("03_online_softmax", shape("b1_h8_sq64_skv64_d64_fp16"))->ok());
+  REQUIRE(run.warnings.size() == 3);
+  CHECK_THAT(run.warnings[0], Catch::Contains("not_a_shape"));
+  CHECK_THAT(run.warnings[1], Catch::Contains("appears again"));
+  CHECK_THAT(run.warnings[2], Catch::Contains("no positive median_ms"));
+}
+
+TEST_CASE("speedup, ratios and % of peak", "[compare]") {
+  CHECK(speedup(4.0, 1.0) == 4.0);
+  CHECK(speedup(0.5, 1.0) == 0.5);
+  CHECK(percent_of_peak(2.5e14, 5e14) == 50.0);
+  CHECK(previous_stage("00_scalar").empty());
+  CHECK(previous_stage("03_online_softmax") == "02_wmma");
+  CHECK(previous_stage("sdpa_flash").empty());
+
+  const RunData& run = full_run();
+  const Table t = shape_table(run, shape(kA));
+  CHECK(cell(t, "03_online_softmax", "median ms") == "1.00");
+  CHECK(cell(t, "03_online_softmax", "p10-p90 ms") == "0.950-1.10");
+  CHECK(cell(t, "03_online_softmax", "TFLOP/s") == "68.7");             // 2^36 / 1 ms
+  CHECK(cell(t, "03_online_softmax", "% of peak") == "13.7%");          // of 500 TFLOP/s
+  CHECK(cell(t, "03_online_softmax", "vs previous stage") == "4.00x");  // 4 ms / 1 ms
+  CHECK(cell(t, "03_online_softmax", "vs sdpa_flash") == "0.500x");     // 0.5 ms / 1 ms
+  CHECK(cell(t, "02_wmma", "vs sdpa_flash") == "0.125x");
+  CHECK(cell(t, "baseline_cublas", "vs previous stage") == "-");  // baselines have none
+  CHECK(cell(t, "sdpa_flash", "% of peak") == "27.5%");
+
+  const Table s = stage_table(run, "03_online_softmax", DType::fp16);
+  CHECK(cell(s, "D=64 S=512 (B=32, H=32)", "vs 02_wmma") == "4.00x");
+  CHECK(cell(s, "D=64 S=512 (B=32, H=32)", "vs baseline_cublas") == "2.00x");
+  CHECK(cell(s, "D=64 S=512 (B=1, H=8)", "vs baseline_cublas") == "0.800x");  // 0.2 / 0.25
+  CHECK(cell(s, "D=64 S=512 (B=1, H=8)", "vs sdpa_flash") == "0.200x");
+  // 00_scalar has no previous stage: no such columns at all.
+  const Table first = stage_table(run, "00_scalar", DType::fp16);
+  CHECK(first.header.size() == 8);
+}
+
+TEST_CASE("a missing SDPA backend is a marked cell with its reason", "[compare]") {
+  const RunData& run = full_run();
+  const auto groups = shape_groups(run, DType::fp16);
+  const Table o = overview_table(run, groups[0]);
+  CHECK(note_of(o, cell(o, "sdpa_cudnn", "S=512")) == "no results for this backend in this run");
+  // A backend present at other shapes: not measured here.
+  CHECK(note_of(o, cell(o, "sdpa_efficient", "S=1024")) == "not measured at this shape");
+
+  const Table t = shape_table(run, shape(kA));
+  CHECK(note_of(t, cell(t, "03_online_softmax", "vs sdpa_cudnn")) ==
+        "sdpa_cudnn has no time at this shape");
+  // Detail tables list only the backends the run holds; the overview marks the others.
+  for (const auto& r : t.rows)
+    CHECK(text(r[0]) != "sdpa_cudnn");
+}
+
+TEST_CASE("a failed stage shows its error and breaks only what depends on it", "[compare]") {
+  const RunData& run = full_run();
+  const std::string error =
+      "failed: CUDA error an illegal memory access was encountered (700) at launcher.cu:88";
+  const Table t = shape_table(run, shape(kC));
+  CHECK(note_of(t, cell(t, "03_online_softmax", "median ms")) == error);
+  CHECK(cell(t, "03_online_softmax", "TFLOP/s") == "-");
+  CHECK(cell(t, "02_wmma", "median ms") == "6.00");  // the other rows keep their numbers
+
+  const Table s = stage_table(run, "03_online_softmax", DType::fp16);
+  CHECK(note_of(s, cell(s, "D=128 causal S=1024 (B=16, H=16)", "median ms")) == error);
+  CHECK(cell(s, "D=128 causal S=1024 (B=16, H=16)", "vs 02_wmma") == "-");
+  CHECK(cell(s, "D=128 causal S=1024 (B=16, H=16)", "02_wmma ms") == "6.00");
+  // The next stage's chapter shows the failure in its "previous stage" column.
+  const Table next = stage_table(run, "04_cp_async", DType::fp16);
+  CHECK(note_of(next, cell(next, "D=128 causal S=1024 (B=16, H=16)", "03_online_softmax ms")) ==
+        error);
+  // An out-of-memory SDPA backend reads the same way.
+  const Table b = shape_table(run, shape(kB));
+  CHECK_THAT(note_of(b, cell(b, "sdpa_math", "median ms")), Catch::StartsWith("out of memory"));
+}
+
+TEST_CASE("a run without peaks.json marks % of peak and keeps the rest", "[compare]") {
+  const RunData run = load_run(kFixtures / "run_no_peaks");
+  REQUIRE_FALSE(run.empty());
+  const Table t = shape_table(run, shape(kA));
+  CHECK(note_of(t, cell(t, "03_online_softmax", "% of peak")) ==
+        "no measured peaks (peaks.json) in this run");
+  CHECK(cell(t, "03_online_softmax", "TFLOP/s") == "68.7");  // from the shape, not the counter
+  // That file's FLOP/s counter disagrees with its shape: the run says so.
+  REQUIRE(run.warnings.size() == 1);
+  CHECK_THAT(run.warnings[0], Catch::Contains("FLOP/s counter"));
+  // A failed peak gives its error.
+  const PeakLookup bf16 = lookup_gemm_peak(full_run(), DType::bf16);
+  CHECK_FALSE(bf16.flops_per_second);
+  CHECK(text(bf16.reason) == "peak_gemm/bf16 failed: cuBLAS error CUBLAS_STATUS_NOT_SUPPORTED");
+  CHECK(*lookup_gemm_peak(full_run(), DType::fp16).flops_per_second == 5e14);
+}
+
+TEST_CASE("an empty or missing run folder is reported, not thrown", "[run]") {
+  const RunData missing = load_run(kFixtures / "no_such_run");
+  CHECK(missing.empty());
+  CHECK_THAT(missing.missing_reason, Catch::Contains("does not exist"));
+
+  TempDir empty;
+  const RunData none = load_run(empty.path);
+  CHECK(none.empty());
+  CHECK_THAT(none.missing_reason, Catch::Contains("no benchmark results"));
+
+  // book/data: CURRENT names the run.
+  const RunData current = load_run(kFixtures / "data_root");
+  REQUIRE_FALSE(current.empty());
+  CHECK(current.label == "gpu-x/run-1");
+  CHECK(current.measurements.size() == 1);
+
+  TempDir dangling;
+  dangling.write("CURRENT", "gpu-y/run-9\n");
+  const RunData bad = load_run(dangling.path);
+  CHECK(bad.empty());
+  CHECK_THAT(bad.missing_reason, Catch::Contains("names gpu-y/run-9"));
+
+  // A broken file is an error naming the file.
+  CHECK_THROWS_WITH(load_run(kFixtures / "run_malformed"), Catch::Contains("bench_02_wmma.json"));
+}
+
+TEST_CASE("Markdown tables have the shape Doxygen accepts", "[markdown]") {
+  const RunData& run = full_run();
+  const std::string md =
+      render(overview_table(run, shape_groups(run, DType::fp16)[0]), Format::markdown);
+  std::istringstream in(md);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);)
+    lines.push_back(l);
+  REQUIRE(lines.size() > 4);
+  CHECK(std::regex_match(lines[0], std::regex(R"(\*\*.+\*\*)")));  // caption paragraph
+  CHECK(lines[1].empty());                                         // a blank line before the table
+  const std::size_t columns = 3;                                   // backend, S=512, S=1024
+  CHECK(std::regex_match(lines[3], std::regex(R"(\|:---\|(---:\|){2})")));
+  std::size_t row = 2;
+  for (; row < lines.size() && !lines[row].empty(); ++row) {
+    // Every row has one cell per column: count the pipes outside code spans.
+    std::size_t pipes = 0;
+    bool in_code = false;
+    for (std::size_t i = 0; i < lines[row].size(); ++i) {
+      const char c = lines[row][i];
+      if (c == '`') in_code = !in_code;
+      if (c == '|' && !in_code && (i == 0 || lines[row][i - 1] != '\\')) ++pipes;
+    }
+    CHECK(pipes == columns + 1);
+  }
+  CHECK(row - 2 == 2 + 13);  // header, separator, one row per known backend
+  REQUIRE(row + 1 < lines.size());
+  CHECK(lines[row + 1] == "- (1) no results for this backend in this run");
+
+  // Text from files stays literal: escaped as plain text, verbatim in code spans.
+  CHECK(render(plain("50% of a_b <x> | @y #z"), Format::markdown) ==
+        "50\\% of a\\_b \\<x\\> \\| \\@y \\#z");
+  CHECK(render(code("a|b `c` %d 5%"), Format::markdown) == "`a/b 'c' %%d 5%`");
+  // Nothing in the whole report is raw HTML or a Doxygen command.
+  const std::string report = comparison_report(run, DType::fp16, Format::markdown);
+  const std::string outside_code = std::regex_replace(report, std::regex("`[^`\n]*`"), "");
+  CHECK_FALSE(std::regex_search(outside_code, std::regex(R"((^|[^\\])[<>@])")));
+}
+
+TEST_CASE("Nsight Compute CSV: units, thousands separators, several kernels", "[ncu]") {
+  const NcuProfile p = load_ncu_csv(kFixtures / "run_full" / "ncu_02_wmma.csv");
+  REQUIRE(p.launches.size() == 4);  // a warm-up launch of scores_wmma, then the pass
+  const auto pass = profiled_pass(p);
+  REQUIRE(pass.size() == 3);
+  CHECK(pass[0].id == "1");  // the later launch of scores_wmma
+  CHECK(short_kernel_names(pass) ==
+        std::vector<std::string>{"scores_wmma", "softmax_rows", "pv_wmma"});
+  auto value = [&](const char* m) { return *stage_value(pass, m).value; };
+  // 300 usecond + 100,000 nsecond + 0.10 msecond
+  CHECK(value("gpu__time_duration.sum") == Approx(500e3));
+  CHECK(stage_value(pass, "gpu__time_duration.sum").unit == "ns");
+  // 200 Mbyte + 400,000.00 Kbyte + 0.20 Gbyte
+  CHECK(value("dram__bytes_read.sum") == Approx(800e6));
+  // Rates are weighted by duration: (60*300 + 90*100 + 30*100) / 500
+  CHECK(value("dram__throughput.avg.pct_of_peak_sustained_elapsed") == Approx(60.0));
+  CHECK(value("smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio") ==
+        Approx(3.2));
+  CHECK(value("launch__registers_per_thread") == 64);  // the largest
+  CHECK(value("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum") == 1.5e6);
+  CHECK_FALSE(stage_value(pass, "dram__bytes_write.sum").value);
+
+  // The raw page layout of the same profile reads the same.
+  const auto details =
+      profiled_pass(load_ncu_csv(kFixtures / "run_full" / "ncu_03_online_softmax.csv"));
+  const auto raw = profiled_pass(load_ncu_csv(kFixtures / "ncu_03_online_softmax_raw.csv"));
+  REQUIRE(raw.size() == 1);
+  CHECK(raw[0].metrics.size() == details[0].metrics.size());
+  for (const auto& [name, v] : details[0].metrics) {
+    CHECK(stage_value(raw, name).value == v.value);
+    CHECK(stage_value(raw, name).unit == v.unit);
+  }
+
+  std::istringstream garbage("hello\nworld\n");
+  CHECK_THROWS_WITH(parse_ncu_csv(garbage, "g.csv"),
+                    Catch::Contains("no Nsight Compute CSV header"));
+  std::istringstream short_row(
+      "\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n\"0\",\"k\"\n");
+  CHECK_THROWS_WITH(parse_ncu_csv(short_row, "s.csv"),
+                    Catch::Contains("s.csv:2: expected 5 fields"));
+  std::istringstream odd(
+      "\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
+      "\"0\",\"k\",\"a__b.sum\",\"\",\"1,23\"\n\"0\",\"k\",\"a__c.sum\",\"\",\"n/a\"\n");
+  const NcuProfile o = parse_ncu_csv(odd, "o.csv");
+  CHECK_FALSE(o.launches[0].metrics.at("a__b.sum").value);  // not a thousands grouping
+  CHECK_FALSE(o.launches[0].metrics.at("a__c.sum").value);
+}
+
+TEST_CASE("ncu diff: percentages change in points, counters relatively", "[ncu]") {
+  const auto metrics = load_metric_set(kBench / "ncu-metrics.txt");
+  const Table t = ncu_diff_table(load_ncu_csv(kFixtures / "run_full" / "ncu_02_wmma.csv"),
+                                 load_ncu_csv(kFixtures / "run_full" / "ncu_03_online_softmax.csv"),
+                                 metrics, "02_wmma", "03_online_softmax");
+  CHECK(t.rows.size() == metrics.size());
+  CHECK(cell(t, "Kernel duration", "02_wmma") == "500 us");
+  CHECK(cell(t, "Kernel duration", "03_online_softmax") == "250 us");
+  CHECK(cell(t, "Kernel duration", "change") == "-50.0%");
+  CHECK(cell(t, "DRAM bytes read", "change") == "-87.5%");
+  CHECK(cell(t, "DRAM throughput (% of peak)", "change") == "-15.0 pt");
+  CHECK(cell(t, "Tensor pipe, mma.sync/WMMA (% of peak)", "change") == "+35.0 pt");
+  CHECK(cell(t, "Registers per thread", "change") == "+64");
+  CHECK(cell(t, "Shared-memory bank conflicts, loads", "change") == "-83.3%");
+  CHECK(cell(t, "DRAM bytes written", "change") == "-");
+  CHECK(note_of(t, cell(t, "DRAM bytes written", "02_wmma")) == "not in the profile");
+  CHECK(note_of(t, cell(t, "Tensor pipe, wgmma, Hopper only (% of peak)", "02_wmma")) ==
+        "optional metric, not available on the profiled GPU");
+
+  CHECK(format_change({1.0, "%"}, {1.0, "%"}) == "=");
+  CHECK(format_change({0.0, "byte"}, {5.0, "byte"}) == "from 0");
+  CHECK(format_change({std::nullopt, "byte"}, {5.0, "byte"}) == "-");
+}
+
+TEST_CASE("the metric set file lists the project's fixed metrics", "[ncu]") {
+  const auto metrics = load_metric_set(kBench / "ncu-metrics.txt");
+  std::vector<std::string> names;
+  for (const MetricSpec& m : metrics) {
+    names.push_back(m.name);
+    CHECK_FALSE(m.label.empty());
+    CHECK(m.optional == (m.name.find("gmma") != std::string::npos));  // only the Hopper pipe
+  }
+  std::vector<std::string> expected = {
+      "gpu__time_duration.sum",
+      "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+      "dram__bytes_read.sum",
+      "dram__bytes_write.sum",
+      "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+      "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+      "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
+      "sm__warps_active.avg.pct_of_peak_sustained_active",
+      "launch__registers_per_thread",
+      "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+      "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"};
+  for (const char* r : {"long_scoreboard", "short_scoreboard", "barrier", "mio_throttle",
+                        "math_pipe_throttle", "wait", "not_selected", "lg_throttle"}) {
+    expected.push_back(std::string("smsp__average_warps_issue_stalled_") + r +
+                       "_per_issue_active.ratio");
+  }
+  std::sort(names.begin(), names.end());
+  std::sort(expected.begin(), expected.end());
+  CHECK(names == expected);
+
+  auto parse = [](const std::string& s) {
+    std::istringstream in(s);
+    return parse_metric_set(in, "m.txt");
+  };
+  CHECK(parse("# c\n\na__b.sum optional  # label\n")[0].optional);
+  CHECK_THROWS_WITH(parse("a__b.sum\n"), Catch::Contains("m.txt:1"));             // no label
+  CHECK_THROWS_WITH(parse("a__b.sum maybe # l\n"), Catch::Contains("expected"));  // bad word
+  CHECK_THROWS_WITH(parse("dram # l\n"), Catch::Contains("not an Nsight Compute metric"));
+  CHECK_THROWS_WITH(parse("a__b # l\na__b # m\n"),
+                    Catch::Contains("m.txt:2: a__b is listed twice"));
+  CHECK_THROWS_WITH(parse("# only comments\n"), Catch::Contains("no metrics"));
+}
+
+TEST_CASE("numbers print with three significant digits", "[format]") {
+  CHECK(fmt_sig(0.00412) == "0.00412");
+  CHECK(fmt_sig(41.23) == "41.2");
+  CHECK(fmt_sig(9.996) == "10.0");
+  CHECK(fmt_sig(1234.6) == "1235");
+  CHECK(fmt_sig(0) == "0");
+  CHECK(fmt_ratio(1.0) == "1.00x");
+  CHECK(fmt_percent(13.74) == "13.7%");
+  CHECK(fmt_bytes(8e8) == "800 MB");
+  CHECK(fmt_ns(5e5) == "500 us");
+  CHECK(fmt_ns(2.5e6) == "2.50 ms");
+}
+
+namespace {
+
+BookOptions book_options(const fs::path& run, const fs::path& out) {
+  BookOptions opt;
+  opt.run_dir = run;
+  opt.out_dir = out;
+  opt.plots_dir = kBench / "plots";
+  opt.metrics_file = kBench / "ncu-metrics.txt";
+  opt.gnuplot = FS_TABLE_GNUPLOT;
+  return opt;
+}
+
+bool is_png(const fs::path& p) {
+  return read(p).rfind("\x89PNG\r\n\x1a\n", 0) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book][gnuplot]") {
+  TempDir out;
+  const BookResult r = write_book(book_options(kFixtures / "no_such_run", out.path));
+  CHECK_THAT(r.missing_reason, Catch::Contains("does not exist"));
+  const auto& written = r.written;
+  std::vector<std::string> expected = {"table_all.md",    "provenance.md",   "plot_stages.dat",
+                                       "plot_stages.png", "plot_seqlen.dat", "plot_seqlen.png"};
+  for (std::string_view s : kStages) {
+    for (const char* kind : {"table_", "ncu_", "ncu_diff_"}) {
+      expected.push_back(kind + std::string(s) + ".md");
+    }
+  }
+  CHECK(written.size() == expected.size());
+  for (const std::string& f : expected) {
+    INFO(f);
+    REQUIRE(fs::exists(out.path / f));
+    if (f.ends_with(".png")) {
+      CHECK(is_png(out.path / f));
+    } else if (f.ends_with(".dat")) {
+      CHECK_THAT(read(out.path / f), Catch::StartsWith("# No measurement committed yet") &&
+                                         Catch::Contains("bench/gpu-check.sh"));
+    } else if (f != "ncu_diff_00_scalar.md") {
+      CHECK_THAT(read(out.path / f), Catch::Contains("No measurement committed yet") &&
+                                         Catch::Contains("`bench/gpu-check.sh`"));
+    }
+  }
+  CHECK_THAT(read(out.path / "ncu_diff_00_scalar.md"), Catch::Contains("is the first stage"));
+}
+
+TEST_CASE("the book from a run", "[book][gnuplot]") {
+  TempDir out;
+  write_book(book_options(kFixtures / "run_full", out.path));
+  CHECK_THAT(read(out.path / "table_03_online_softmax.md"),
+             Catch::Contains("| D=64 S=512 (B=32, H=32) | 1.00 | 68.7 | 13.7\\% | 4.00 | 4.00x |"));
+  CHECK_THAT(read(out.path / "table_all.md"),
+             Catch::Contains("**`b32_h32_sq512_skv512_d64_fp16`**"));
+  CHECK_THAT(read(out.path / "ncu_02_wmma.md"), Catch::Contains("`scores_wmma`") &&
+                                                    Catch::Contains("| 500 us |") &&
+                                                    Catch::Contains("--batch 32 --heads 32"));
+  CHECK_THAT(read(out.path / "ncu_diff_03_online_softmax.md"),
+             Catch::Contains("| -50.0\\% |") && Catch::Contains("| +35.0 pt |") &&
+                 Catch::Contains("`02_wmma` launches 3 kernels per forward pass"));
+  CHECK_THAT(read(out.path / "ncu_diff_02_wmma.md"), Catch::Contains("no `ncu_01_tiled.csv`"));
+  CHECK_THAT(read(out.path / "ncu_05_warp_specialized.md"),
+             Catch::Contains("no Nsight Compute profile of `05_warp_specialized`"));
+  CHECK_THAT(read(out.path / "provenance.md"),
+             Catch::Contains("| `peak_gemm/fp16` | 500 TFLOP/s |") &&
+                 Catch::Contains("Fixture GPU, 1000 MHz"));
+  // The plot data: TFLOP/s with four digits, '-' where a backend has no time.
+  CHECK_THAT(read(out.path / "plot_stages.dat"),
+             Catch::Contains("backend \"S=512\" \"S=1024\"\n") &&
+                 Catch::Contains("\n03_online_softmax 68.72 68.72\n") &&
+                 Catch::Contains("\nsdpa_efficient 85.90 -\n"));
+  CHECK_THAT(read(out.path / "plot_seqlen.dat"),
+             Catch::Contains("Sq baseline_cublas sdpa_flash sdpa_efficient sdpa_math\n512 34.36"));
+  CHECK(is_png(out.path / "plot_stages.png"));
+  CHECK(is_png(out.path / "plot_seqlen.png"));
+}
