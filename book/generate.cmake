@@ -1,0 +1,82 @@
+# book/generate.cmake — runs at build time (cmake -P), before Doxygen: asks the table tool for
+# the book's generated tables and plots, then checks that what it wrote is something the book can
+# include.
+#
+#   cmake -DTABLE=<fs_table> -DDATA_DIR=<src>/book/data -DGEN_DIR=<dir> -DSTAGES=00_scalar,...
+#         -P generate.cmake
+#
+# The run the book shows is named by the one-line file book/data/CURRENT (a folder under
+# book/data). Without it the table tool is given a folder that does not exist and writes
+# placeholders, so the book builds before any GPU run is committed.
+cmake_minimum_required(VERSION 3.25)
+
+foreach(var TABLE DATA_DIR GEN_DIR STAGES)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "generate.cmake: pass -D${var}=...")
+  endif()
+endforeach()
+
+if(EXISTS "${DATA_DIR}/CURRENT")
+  file(STRINGS "${DATA_DIR}/CURRENT" current LIMIT_COUNT 1)
+  string(STRIP "${current}" current)
+  if(current STREQUAL "")
+    message(FATAL_ERROR "book: ${DATA_DIR}/CURRENT is empty; it must name a run folder under "
+                        "book/data (or be deleted to build the book with placeholders)")
+  endif()
+  set(run_dir "${DATA_DIR}/${current}")
+  if(NOT IS_DIRECTORY "${run_dir}")
+    message(FATAL_ERROR "book: book/data/CURRENT names '${current}', but ${run_dir} is not a "
+                        "folder")
+  endif()
+else()
+  # Deliberately a path that does not exist: the table tool's cue to write placeholders.
+  set(run_dir "${DATA_DIR}/no-run-committed")
+  message(STATUS "book: no book/data/CURRENT; the tables and plots will be placeholders")
+endif()
+
+file(REMOVE_RECURSE "${GEN_DIR}")
+file(MAKE_DIRECTORY "${GEN_DIR}")
+execute_process(COMMAND "${TABLE}" book "${run_dir}" "${GEN_DIR}" RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "book: '${TABLE} book ${run_dir} ${GEN_DIR}' failed (${rc})")
+endif()
+
+# The contract the chapters rely on: every fragment they \include{doc} and every image they show.
+string(REPLACE "," ";" stages "${STAGES}")
+set(expected table_all.md provenance.md plot_stages.png plot_seqlen.png)
+foreach(stage IN LISTS stages)
+  list(APPEND expected "table_${stage}.md" "ncu_${stage}.md" "ncu_diff_${stage}.md")
+endforeach()
+set(missing "")
+foreach(f IN LISTS expected)
+  if(NOT EXISTS "${GEN_DIR}/${f}")
+    list(APPEND missing "${f}")
+  endif()
+endforeach()
+if(missing)
+  list(JOIN missing ", " missing)
+  message(FATAL_ERROR "book: the table tool did not write ${missing} in ${GEN_DIR}")
+endif()
+
+# Doxygen 1.9.4's \include{doc} silently drops everything after a Markdown heading in the included
+# file (ATX "# ..." or a setext underline), so a fragment with a heading would lose data without a
+# warning. Refuse it here instead; fragments use **bold** lines where they need a title.
+file(GLOB fragments "${GEN_DIR}/*.md")
+foreach(fragment IN LISTS fragments)
+  file(READ "${fragment}" text)
+  set(text "\n${text}\n")
+  set(heading "")
+  if(text MATCHES "\n ? ? ?#+[ \n][^\n]*")
+    set(heading "${CMAKE_MATCH_0}")
+  elseif(text MATCHES "\n[^\n|]*[^ \n|][^\n|]*\n ? ? ?(=+|-+) *\n")
+    set(heading "${CMAKE_MATCH_0}")
+  endif()
+  if(NOT heading STREQUAL "")
+    string(STRIP "${heading}" heading)
+    string(REPLACE "\n" " / " heading "${heading}")
+    get_filename_component(name "${fragment}" NAME)
+    message(FATAL_ERROR "book: ${name} contains a Markdown heading ('${heading}'); Doxygen's "
+                        "\\include{doc} drops everything after it. Generated fragments must "
+                        "not contain headings (use a **bold** line).")
+  endif()
+endforeach()
