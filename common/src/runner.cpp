@@ -85,6 +85,10 @@ void print_resources(const Stage& stage, const Problem& p, const DeviceInfo& dev
 
 int run(const RunnerOptions& opt, Stage& stage, std::ostream& out, std::ostream& err) {
   const Problem& p = opt.problem;
+  if (Support s = stage.supports_problem(p); !s) {
+    err << "unsupported: " << stage.name() << ": " << s.reason << '\n';
+    return kExitNoDevice;
+  }
   std::string why;
   const auto dev = query_device(opt.device, &why);
   if (!dev) {

@@ -4,6 +4,9 @@ namespace flashsteps {
 
 Support check_runnable(const Stage& s, const Problem& p, const DeviceInfo& dev) {
   if (std::string why = validate(p); !why.empty()) return Support::no(why);
+  if (Support sup = s.supports_problem(p); !sup) {
+    return Support::no(std::string(s.name()) + ": " + sup.reason);
+  }
   if (dev.compute_capability() < s.min_compute_capability()) {
     return Support::no(std::string(s.name()) + " needs compute capability " +
                        std::to_string(s.min_compute_capability() / 10) + "." +

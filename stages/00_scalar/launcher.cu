@@ -13,13 +13,9 @@ class ScalarStage final : public Stage {
   // Beyond 4k one launch takes seconds and S needs tens of GiB; the bench stops there.
   std::int64_t bench_max_seq() const override { return 4096; }
 
-  Support supports(const Problem& p, const DeviceInfo&) const override {
-    if (p.head_dim > kMaxHeadDim) {
-      return Support::no("head_dim " + std::to_string(p.head_dim) + " > " +
-                         std::to_string(kMaxHeadDim));
-    }
-    return Support::yes();
-  }
+  // Any D up to the project limit (flashsteps::validate), any dtype and shape: the only device
+  // limit is memory for the S workspace, which check_runnable() compares with free memory.
+  Support supports(const Problem&, const DeviceInfo&) const override { return Support::yes(); }
 
   // S (then P, in place) in fp32: 4 bytes per score.
   std::int64_t workspace_bytes(const Problem& p) const override {

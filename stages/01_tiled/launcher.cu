@@ -14,11 +14,12 @@ class TiledStage final : public Stage {
   std::string_view name() const override { return "01_tiled"; }
   std::string_view title() const override { return "Shared-memory tiling"; }
 
-  Support supports(const Problem& p, const DeviceInfo&) const override {
+  Support supports_problem(const Problem& p) const override {
     if (std::string why = tiled::SupportedHeadDims::why_not(p.head_dim); !why.empty())
       return Support::no(why);
     return Support::yes();
   }
+  Support supports(const Problem&, const DeviceInfo&) const override { return Support::yes(); }
 
   // S (then P, in place) in fp32: 4 bytes per score.
   std::int64_t workspace_bytes(const Problem& p) const override {

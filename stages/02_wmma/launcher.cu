@@ -15,9 +15,13 @@ class WmmaStage final : public Stage {
   std::string_view name() const override { return "02_wmma"; }
   std::string_view title() const override { return "Tensor cores through WMMA"; }
 
-  Support supports(const Problem& p, const DeviceInfo& dev) const override {
+  Support supports_problem(const Problem& p) const override {
     if (std::string why = wmma_stage::SupportedHeadDims::why_not(p.head_dim); !why.empty())
       return Support::no(why);
+    return Support::yes();
+  }
+
+  Support supports(const Problem& p, const DeviceInfo& dev) const override {
     const int smem = wmma_stage::smem_bytes(static_cast<int>(p.head_dim));
     if (smem > dev.smem_optin_per_block) {
       return Support::no("head_dim " + std::to_string(p.head_dim) + " needs " +

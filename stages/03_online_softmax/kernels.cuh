@@ -11,9 +11,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "flashsteps/cuda/dtype.cuh"
 #include "flashsteps/stage.hpp"
 
 namespace flashsteps::online_softmax {
+
+/// Head dimensions the fused kernel is instantiated for.
+using SupportedHeadDims = HeadDims<64, 128>;
 
 /// Tiles of the fused kernel for head dimension kD. One thread block owns one query block Q_i
 /// (Br rows) of one head; each of its 4 warps owns 16 of those rows for the whole kernel, so S,

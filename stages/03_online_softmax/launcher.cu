@@ -13,23 +13,15 @@ namespace {
 
 using online_softmax::OnlineSoftmaxTraits;
 
-constexpr std::int64_t kHeadDims[] = {64, 128};
-constexpr const char* kHeadDimSet = "{64, 128}";
-
-bool supported_head_dim(std::int64_t d) {
-  for (std::int64_t s : kHeadDims)
-    if (d == s) return true;
-  return false;
-}
-
 /// Calls f.template operator()<T, kD, kCausal>() for the problem's dtype, head dim and mask.
-/// `head_dim` must be one of kHeadDims (supports() has refused the others).
+/// `head_dim` must be one of SupportedHeadDims (supports_problem() has refused the others).
 template <class F>
 decltype(auto) dispatch_variant(DType dtype, std::int64_t head_dim, bool causal, F&& f) {
   return dispatch_dtype(dtype, [&]<class T>() -> decltype(auto) {
     return dispatch_bool(causal, [&]<bool kCausal>() -> decltype(auto) {
-      if (head_dim == 64) return f.template operator()<T, 64, kCausal>();
-      return f.template operator()<T, 128, kCausal>();
+      return online_softmax::SupportedHeadDims::dispatch(head_dim, [&]<int kD>() -> decltype(auto) {
+        return f.template operator()<T, kD, kCausal>();
+      });
     });
   });
 }
@@ -44,12 +36,13 @@ class OnlineSoftmaxStage final : public Stage {
   std::string_view name() const override { return "03_online_softmax"; }
   std::string_view title() const override { return "Online softmax: one fused kernel"; }
 
+  Support supports_problem(const Problem& p) const override {
+    if (std::string why = online_softmax::SupportedHeadDims::why_not(p.head_dim); !why.empty())
+      return Support::no(why);
+    return Support::yes();
+  }
+
   Support supports(const Problem& p, const DeviceInfo& dev) const override {
-    if (!supported_head_dim(p.head_dim)) {
-      return Support::no("head_dim " + std::to_string(p.head_dim) +
-                         " is not supported; the fused kernel is instantiated for D in " +
-                         kHeadDimSet);
-    }
     const std::size_t smem = smem_bytes(p.head_dim);
     if (static_cast<std::int64_t>(smem) > dev.smem_optin_per_block) {
       return Support::no("needs " + std::to_string(smem) + " bytes of shared memory per block (D " +
@@ -69,7 +62,7 @@ class OnlineSoftmaxStage final : public Stage {
   // refuses the others before they are ever launched.
   void setup(const DeviceInfo& dev) override {
     for (DType t : {DType::fp16, DType::bf16})
-      for (std::int64_t d : kHeadDims)
+      for (std::int64_t d : {std::int64_t{64}, std::int64_t{128}})
         for (bool causal : {false, true}) {
           if (static_cast<std::int64_t>(smem_bytes(d)) > dev.smem_optin_per_block) continue;
           dispatch_variant(t, d, causal, [&]<class T, int kD, bool kCausal>() {
@@ -79,10 +72,6 @@ class OnlineSoftmaxStage final : public Stage {
   }
 
   void launch(const Problem& p, const AttentionArgs& args, cudaStream_t stream) const override {
-    if (!supported_head_dim(p.head_dim)) {
-      throw std::invalid_argument(std::string(name()) + ": head_dim " + std::to_string(p.head_dim) +
-                                  " not in " + kHeadDimSet);
-    }
     // The kernel moves Q, K, V and O in 16-byte pieces (cudaMalloc gives 256-byte alignment; a
     // view into the middle of a tensor may not have it).
     for (const void* ptr : {args.q, args.k, args.v, static_cast<const void*>(args.o)}) {
@@ -97,7 +86,6 @@ class OnlineSoftmaxStage final : public Stage {
   }
 
   std::vector<KernelLaunchInfo> kernels(const Problem& p) const override {
-    if (!supported_head_dim(p.head_dim)) return {};
     return dispatch_variant(p.dtype, p.head_dim, p.causal, [&]<class T, int kD, bool kCausal>() {
       return online_softmax::kernel_list<T, kD, kCausal>(shape(p));
     });

@@ -61,8 +61,12 @@ class Stage {
   /// Largest sequence length the bench harness times (slow teaching stages cap it).
   virtual std::int64_t bench_max_seq() const { return std::int64_t{1} << 30; }
 
-  /// Whether this stage runs `p` on `dev`. Generic validation (flashsteps::validate) has passed
-  /// already; this checks the stage's own limits: head dims, dtypes, shared memory.
+  /// The stage's limits that hold on any device (head dims, dtypes). Checked before a device is
+  /// even opened, so a shape the stage cannot run is refused the same way on every machine.
+  /// Generic validation (flashsteps::validate) has passed already.
+  virtual Support supports_problem(const Problem&) const { return Support::yes(); }
+  /// The limits that depend on the device (shared memory per block, grid size), once
+  /// supports_problem() has passed.
   virtual Support supports(const Problem& p, const DeviceInfo& dev) const = 0;
   /// Device scratch the caller allocates for `p` (unfused stages keep S here).
   virtual std::int64_t workspace_bytes(const Problem&) const { return 0; }
