@@ -3,12 +3,10 @@
 //   peak_copy/d2d                    a 1 GiB device-to-device copy, counter bytes_per_second
 //                                    (bytes read + bytes written)
 // Timed exactly like the stages (events, L2 flushed before each launch, median).
-#include <cublas_v2.h>
-
 #include <iostream>
 
 #include "flashsteps/cuda_check.hpp"
-#include "flashsteps/device_fill.hpp"
+#include "flashsteps/peaks.hpp"
 #include "harness.hpp"
 
 int main(int argc, char** argv) {
@@ -25,48 +23,26 @@ int main(int argc, char** argv) {
     bench::add_context(*dev, argc, argv);
     benchmark::AddCustomContext("flashsteps_stage", "peaks");
     L2Flusher flusher(*dev);
-    constexpr int n = 8192;
     for (DType t : {DType::fp16, DType::bf16}) {
-      benchmark::RegisterBenchmark(
-          ("peak_gemm/" + std::string(to_string(t))).c_str(),
-          [&, t](benchmark::State& st) {
-            const std::size_t elems = std::size_t{n} * n;
-            DeviceBuffer<std::uint16_t> a(elems), b(elems), c(elems);
-            fill_random_device(a.get(), elems, t, 1, nullptr);
-            fill_random_device(b.get(), elems, t, 2, nullptr);
-            cublasHandle_t h;
-            FS_CUBLAS_CHECK(cublasCreate(&h));
-            const cudaDataType_t dt = t == DType::fp16 ? CUDA_R_16F : CUDA_R_16BF;
-            const float one = 1.0f, zero = 0.0f;
-            bench::timed_loop(
-                st,
-                [&](cudaStream_t s) {
-                  FS_CUBLAS_CHECK(cublasSetStream(h, s));
-                  FS_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a.get(),
-                                               dt, n, b.get(), dt, n, &zero, c.get(), dt, n,
-                                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-                },
-                nullptr, flusher, 2.0 * n * double(n) * n, 0);
-            FS_CUBLAS_CHECK(cublasDestroy(h));
-          })
+      const std::string name = "peak_gemm/" + std::string(to_string(t));
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [&, t](benchmark::State& st) {
+                                     GemmPeak gemm(t, 8192);
+                                     bench::timed_loop(
+                                         st, [&](cudaStream_t s) { gemm.launch(s); }, nullptr,
+                                         flusher, gemm.flops(), 0);
+                                   })
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond)
           ->Iterations(50);
     }
-    benchmark::RegisterBenchmark(
-        "peak_copy/d2d",
-        [&](benchmark::State& st) {
-          const std::size_t bytes = std::size_t{1} << 30;
-          DeviceBuffer<unsigned char> src(bytes), dst(bytes);
-          fill_random_device(src.get(), bytes / 2, DType::fp16, 3, nullptr);
-          bench::timed_loop(
-              st,
-              [&](cudaStream_t s) {
-                FS_CUDA_CHECK(
-                    cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, s));
-              },
-              nullptr, flusher, 0, 2.0 * bytes);
-        })
+    benchmark::RegisterBenchmark("peak_copy/d2d",
+                                 [&](benchmark::State& st) {
+                                   CopyPeak copy(std::int64_t{1} << 30);
+                                   bench::timed_loop(
+                                       st, [&](cudaStream_t s) { copy.launch(s); }, nullptr,
+                                       flusher, 0, copy.bytes_moved());
+                                 })
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond)
         ->Iterations(50);

@@ -17,26 +17,26 @@ __device__ float hash_uniform(std::uint64_t i, std::uint64_t seed) {
 }
 
 template <class T>
-__global__ void fill_kernel(T* out, std::int64_t n, std::uint64_t seed) {
+__global__ void fill_kernel(T* out, std::int64_t n, std::uint64_t seed, float mean) {
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
        i += std::int64_t{gridDim.x} * blockDim.x) {
     if constexpr (std::is_same_v<T, __half>)
-      out[i] = __float2half_rn(hash_uniform(i, seed));
+      out[i] = __float2half_rn(mean + hash_uniform(i, seed));
     else
-      out[i] = __float2bfloat16_rn(hash_uniform(i, seed));
+      out[i] = __float2bfloat16_rn(mean + hash_uniform(i, seed));
   }
 }
 
 }  // namespace
 
-void fill_random_device(void* ptr, std::int64_t n, DType t, std::uint64_t seed,
+void fill_random_device(void* ptr, std::int64_t n, DType t, std::uint64_t seed, float mean,
                         cudaStream_t stream) {
   constexpr int kThreads = 256;
   const int blocks = static_cast<int>(std::min<std::int64_t>((n + kThreads - 1) / kThreads, 65536));
   if (t == DType::fp16)
-    fill_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<__half*>(ptr), n, seed);
+    fill_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<__half*>(ptr), n, seed, mean);
   else
-    fill_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(ptr), n, seed);
+    fill_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(ptr), n, seed, mean);
   FS_CHECK_LAUNCH();
 }
 

@@ -1,5 +1,7 @@
 #include "flashsteps/device_tensors.hpp"
 
+#include "flashsteps/device_fill.hpp"
+
 namespace flashsteps {
 
 DeviceTensors::DeviceTensors(const Problem& p, std::int64_t workspace_bytes)
@@ -15,6 +17,12 @@ void DeviceTensors::upload(const HostInputs& in) {
   q_.upload(in.q.data(), in.q.size());
   k_.upload(in.k.data(), in.k.size());
   v_.upload(in.v.data(), in.v.size());
+}
+
+void DeviceTensors::fill_random(std::uint64_t seed, cudaStream_t stream) {
+  fill_random_device(q_.get(), p_.q_elems(), p_.dtype, 3 * seed, 0.25f, stream);
+  fill_random_device(k_.get(), p_.kv_elems(), p_.dtype, 3 * seed + 1, 0.25f, stream);
+  fill_random_device(v_.get(), p_.kv_elems(), p_.dtype, 3 * seed + 2, 0.5f, stream);
 }
 
 void DeviceTensors::poison(cudaStream_t stream) {

@@ -10,8 +10,8 @@
 
 namespace flashsteps {
 
-/// Fills n elements of dtype `t` with hash-based uniform values in [-1, 1).
-void fill_random_device(void* ptr, std::int64_t n, DType t, std::uint64_t seed,
+/// Fills n elements of dtype `t` with hash-based uniform values in [mean - 1, mean + 1).
+void fill_random_device(void* ptr, std::int64_t n, DType t, std::uint64_t seed, float mean,
                         cudaStream_t stream);
 
 }  // namespace flashsteps

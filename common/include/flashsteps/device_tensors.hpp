@@ -16,6 +16,10 @@ class DeviceTensors {
   DeviceTensors(const Problem& p, std::int64_t workspace_bytes);
 
   void upload(const HostInputs& in);
+  /// Random inputs generated on the device, with the offsets of make_inputs() (Q, K around 0.25,
+  /// V around 0.5) but another generator: for timing large shapes, where filling on the host
+  /// would take longer than the measurement. Never zeros.
+  void fill_random(std::uint64_t seed, cudaStream_t stream);
   /// Fills O and LSE with 0xFF bytes (NaN in fp16, bf16 and fp32): an element the stage does
   /// not write stays NaN and fails the check.
   void poison(cudaStream_t stream);
