@@ -21,8 +21,8 @@
 //     row per score (4·D bytes, 256 B at D = 64) and a P element plus a V column per output
 //     (6·D bytes); here a Q chunk is loaded once per 64 keys and a K chunk once per 64 queries:
 //     2·D·(1/Br + 1/Bc) = D/16 bytes per score (4 B at D = 64), and P·V needs 4 + 2·D/Br
-//     (6 B at D = 64). Expect l1tex__t_bytes and smsp__inst_executed_op_global_ld of the two
-//     product kernels down by one to two orders of magnitude, and their long-scoreboard and
+//     (6 B at D = 64). Expect l1tex__t_bytes.sum and lts__t_bytes.sum of the two product
+//     kernels down by one to two orders of magnitude, and their long-scoreboard and
 //     lg-throttle stalls with them.
 //   * DRAM bytes per score do not move: S is written once (4 B), the softmax reads and writes
 //     it (8 B; its second and third passes hit L1/L2 while the resident rows fit there, up to

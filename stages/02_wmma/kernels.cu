@@ -20,7 +20,7 @@
 //     last key its rows see.
 //
 // Which metric should move, and by how much (written before measuring). Per score:
-//   * The products leave the fp32 pipe for the tensor pipe: sm__inst_executed_pipe_fma of the
+//   * The products leave the fp32 pipe for the tensor pipe: sm__pipe_fma_cycles_active of the
 //     scores and P·V kernels falls to the address arithmetic, sm__pipe_tensor_op_hmma_cycles_active
 //     rises from 0. Their 4·D FLOPs per score now take ~1/16 of the time they took on fp32 units
 //     (A100: 312 vs 19.5 TFLOP/s), far below what their memory traffic takes, so the tensor pipe
@@ -30,14 +30,14 @@
 //     ~7 B (half of S is skipped; P's masked half is still written, as zeros). Expect
 //     dram__bytes_read.sum + dram__bytes_write.sum ≈ 12·B·H·Sq·Skv and dram__throughput above
 //     70% of peak in all three kernels: the stage is memory-bound on S, its time ≈ 12·B·H·Sq·Skv
-//     bytes / DRAM bandwidth, and the (unchanged) softmax kernel, 6 of those 12 bytes, is about
-//     half of it.
+//     bytes / DRAM bandwidth, and the softmax kernel (stage 01's, now writing P in the dtype), 6 of
+//     those 12 bytes, is about half of it.
 //   * Against baseline_cublas: within ~1.3× without a mask (same bytes, cuBLAS's GEMMs are
 //     better tuned), faster with one (cuBLAS computes and writes the masked half of S).
 //
 // Limits: D ∈ {64, 128} (templates; D a multiple of 64), fp16 and bf16, causal or not, any Sq,
 // Skv >= 1 while S (4 B) and P (2 B) per score fit in device memory; sm_80 or newer (bf16 WMMA).
-// Shared memory 18 KB (D = 64) and 34 KB (D = 128) per block, checked against the device's
+// Shared memory 18 KiB (D = 64) and 34 KiB (D = 128) per block, checked against the device's
 // opt-in limit.
 // =================================================================================================
 #include <mma.h>
@@ -119,6 +119,7 @@ __global__ void __launch_bounds__(WmmaTraits<D>::kThreads)
 #pragma unroll
       for (int fn = 0; fn < Tr::kFragsNS; ++fn)
         wmma::fill_fragment(acc[fm][fn], 0.0f);
+
         // Unrolled by 2, not fully: a full unroll hoists every fragment load of the loop ahead of
         // the MMAs and costs ~1.5x the registers (see the ptxas report) for no gain in a kernel
         // bound by S's traffic.
@@ -215,7 +216,8 @@ __global__ void __launch_bounds__(WmmaTraits<D>::kThreads)
       // V: keys past `cols` zero-filled (their P is 0, but V's rows past Skv do not exist).
       copy_tile<Tr::kBk, D, Tr::kLdV, Tr::kThreads>(vs, vh + k0 * D, D, cols, D);
       __syncthreads();  // the chunk is staged
-                        // Unrolled by 2, not fully, for the same reason as in the scores kernel.
+
+      // Unrolled by 2, not fully, for the same reason as in the scores kernel.
 #pragma unroll 2
       for (int kk = 0; kk < Tr::kBk; kk += Tr::kFrag) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[Tr::kFragsM];   // P

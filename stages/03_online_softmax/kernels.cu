@@ -22,16 +22,19 @@
 //    and reads K and V once per query block (Tr * 2 * Skv * D * 2 bytes, Tr = ceil(Sq / 64)), an
 //    upper bound the L2 cache cuts down because the query blocks of one head are adjacent in the
 //    launch order and share each K_j, V_j. At Sq = Skv = 4096, D = 64 (fp16) that is between
-//    ~2 MB (every K/V re-read hits L2) and ~68 MB (none does) per head: `dram__bytes.sum` should
-//    fall by 3x at the very least and by ~100x if L2 does its job; we expect close to the latter.
+//    ~2 MB (every K/V re-read hits L2) and ~68 MB (none does) per head: DRAM bytes (read + write)
+//    should fall by 3x at the very least and by ~100x if L2 does its job; we expect close to the
+//    latter.
 //  * The new bottleneck is on chip. Per 64-column tile each warp moves ~80 KB through shared
 //    memory at D = 128 (its Q strip, all of K_j and V_j as fragments, S out and back in, P out and
 //    back in, and the O strip four times: rescale read and write, fragment load and store) for
 //    ~0.5 MFLOP of tensor work: ~6.5 FLOP per shared-memory byte, so the shared-memory pipe
-//    (`l1tex__data_pipe_lsu_wavefronts_mem_shared`) rather than the tensor pipe sets the pace.
+//    (`l1tex__data_pipe_lsu_wavefronts_mem_shared.sum`) rather than the tensor pipe sets the pace.
 //    Four `__syncthreads()` per tile and synchronous global loads of K_j / V_j that nothing hides
 //    show up as barrier and long-scoreboard stalls, made worse by low occupancy: 93 KiB of shared
 //    memory per block at D = 128 leaves one block (4 warps) per SM on A100 and L4, two on H100.
+//    Bank conflicts: none in the WMMA fragment accesses (padded strides), 2-way in the
+//    element-wise softmax and O rescale (two rows per bank group; see the traits' padding note).
 //    Expect the tensor pipe (`sm__pipe_tensor_op_hmma_cycles_active`) well below 30% busy and
 //    roughly 10-25% of the measured fp16 tensor peak — a large step from stage 02, and the room
 //    stages 04 (cp.async prefetch) and 06 (O, P in registers) take back.

@@ -36,6 +36,11 @@ using SupportedHeadDims = HeadDims<64, 128>;
 /// serialize. +8 halves / +4 floats make the stride 16 bytes past a multiple of 128: each row
 /// starts 4 banks after the previous one, and 8 consecutive rows' 16-byte pieces cover all 32
 /// banks once. (WMMA needs strides that are multiples of 16 bytes, so the pad cannot be smaller.)
+/// That makes the WMMA accesses conflict-free, not the element-wise ones: in the softmax and the
+/// O rescale, lane pair (2r, 2r+1) walks row r, and rows r and r + 8 start in the same bank, so
+/// each of those reads and writes is a 2-way conflict (as are the epilogue's float4 reads).
+/// Stage 06 removes the round trips altogether; rotating rows 8..15's column order would only
+/// halve the cost of a step that should go.
 //! [traits]
 template <int kD>
 struct OnlineSoftmaxTraits {

@@ -27,8 +27,8 @@ decltype(auto) dispatch_variant(DType dtype, std::int64_t head_dim, bool causal,
 }
 
 std::size_t smem_bytes(std::int64_t head_dim) {
-  return head_dim == 64 ? OnlineSoftmaxTraits<64>::kSmemBytes
-                        : OnlineSoftmaxTraits<128>::kSmemBytes;
+  return online_softmax::SupportedHeadDims::dispatch(
+      head_dim, [&]<int kD>() { return OnlineSoftmaxTraits<kD>::kSmemBytes; });
 }
 
 class OnlineSoftmaxStage final : public Stage {
@@ -61,14 +61,15 @@ class OnlineSoftmaxStage final : public Stage {
   // Raise the dynamic shared-memory limit of every instantiation the device can hold; supports()
   // refuses the others before they are ever launched.
   void setup(const DeviceInfo& dev) override {
-    for (DType t : {DType::fp16, DType::bf16})
-      for (std::int64_t d : {std::int64_t{64}, std::int64_t{128}})
-        for (bool causal : {false, true}) {
-          if (static_cast<std::int64_t>(smem_bytes(d)) > dev.smem_optin_per_block) continue;
-          dispatch_variant(t, d, causal, [&]<class T, int kD, bool kCausal>() {
-            online_softmax::set_smem_limit<T, kD, kCausal>();
+    online_softmax::SupportedHeadDims::for_each([&]<int kD>() {
+      if (static_cast<std::int64_t>(OnlineSoftmaxTraits<kD>::kSmemBytes) > dev.smem_optin_per_block)
+        return;
+      for (DType t : {DType::fp16, DType::bf16})
+        for (bool causal : {false, true})
+          dispatch_variant(t, kD, causal, [&]<class T, int kD2, bool kCausal>() {
+            online_softmax::set_smem_limit<T, kD2, kCausal>();
           });
-        }
+    });
   }
 
   void launch(const Problem& p, const AttentionArgs& args, cudaStream_t stream) const override {

@@ -43,6 +43,11 @@ struct HeadDims {
     if (contains(d)) return {};
     return "head_dim " + std::to_string(d) + " is not supported: D must be one of " + list();
   }
+  /// Calls f.template operator()<D>() once for every D in the set.
+  template <class F>
+  static void for_each(F&& f) {
+    (f.template operator()<kDims>(), ...);
+  }
   /// Calls f.template operator()<D>() with D == d; throws (a bug: supports() refuses first).
   template <class F>
   static decltype(auto) dispatch(std::int64_t d, F&& f) {
