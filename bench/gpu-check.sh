@@ -13,33 +13,43 @@
 #   ncu_<stage>.csv        Nsight Compute, the fixed metric set (bench/ncu-metrics.txt)
 #   table.md               the comparison table of this run (bench/table)
 #
-#   bench/gpu-check.sh [--compare] [--out DIR] [--stages "00_scalar 03_online_softmax"]
+#   bench/gpu-check.sh [--compare] [--steps LIST] [--out DIR] [--stages "00 03"]
 #                      [--dtypes fp16,bf16] [--iters N]
 #   --compare   the main job only: build, run every stage, bench, print the table (no tests,
-#               sanitizers or profiles)
+#               sanitizers or profiles); the same as --steps runner,bench
+#   --steps     a comma-separated subset of runner,bench,tests,sanitizers,profile (default: all),
+#               so that a run can be split over several calls into the same --out folder
+# On a GPU host without a package registry, unpack the Debian packages first
+# (../shared/gpu/use-offline-deps.sh) and set FLASHSTEPS_NO_INSTALL=1.
 # Commit a run by copying its folder to book/data/<gpu>/<run>/ and writing that path (relative to
 # book/data/) into book/data/CURRENT; the book's tables and plots are generated from it.
 set -uo pipefail
+want() { [[ ",$steps," == *",$1,"* ]]; }
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
-compare=0 out="" only_stages="" dtypes=fp16 iters=30
+steps="runner,bench,tests,sanitizers,profile" out="" only_stages="" dtypes=fp16 iters=30
 while (($#)); do
   case "$1" in
-    --compare) compare=1 ;;
+    --compare) steps="runner,bench" ;;
+    --steps) steps=$2; shift ;;
     --out) out=$2; shift ;;
     --stages) only_stages=$2; shift ;;
     --dtypes) dtypes=$2; shift ;;
     --iters) iters=$2; shift ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "gpu-check: no NVIDIA GPU visible (nvidia-smi -L failed). This command times kernels;" >&2
-  echo "on a machine without a GPU run tests/run.sh, or read the committed table:" >&2
-  echo "  build/cpu/bench/fs_table table book/data/\$(cat book/data/CURRENT)" >&2
+  echo "gpu-check: no NVIDIA GPU visible (nvidia-smi -L failed): nothing can be timed here." >&2
+  echo "On a machine without a GPU, tests/run.sh builds and tests every stage; the table of the" >&2
+  echo "committed GPU run (book/data/CURRENT) is printed by: build/cpu/bench/fs_table table book/data" >&2
+  if [[ -x build/cpu/bench/fs_table && -f book/data/CURRENT ]]; then
+    echo "--- the committed run, for reference ---" >&2
+    build/cpu/bench/fs_table table book/data
+  fi
   exit 3
 fi
 
@@ -68,7 +78,7 @@ smi_csv=$(nvidia-smi -i 0 --format=csv \
   --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,power.draw,power.limit,temperature.gpu,persistence_mode)
 
 # --- the runner of every stage, once, at a mid-size shape ---------------------------------------
-for s in $stages baseline_cublas; do
+want runner && for s in $stages baseline_cublas; do
   exe=build/gpu/stages/$s
   name=$s
   [[ $s == stage* ]] && name=$(basename "$(ls -d stages/"${s#stage}"_* | head -n1)")
@@ -78,9 +88,11 @@ for s in $stages baseline_cublas; do
 done
 
 # --- benches: peaks, every stage, the cuBLAS baseline, PyTorch SDPA ------------------------------
-build/gpu/bench/bench_peaks --benchmark_out="$out/peaks.json" --benchmark_out_format=json ||
-  status=1
-for b in build/gpu/bench/bench_*; do
+if want bench || [[ ! -f "$out/peaks.json" ]]; then
+  build/gpu/bench/bench_peaks --benchmark_out="$out/peaks.json" --benchmark_out_format=json ||
+    status=1
+fi
+want bench && for b in build/gpu/bench/bench_*; do
   name=${b##*/bench_}
   [[ $name == peaks ]] && continue
   if [[ -n "$only_stages" && $name != baseline_* ]]; then
@@ -89,7 +101,7 @@ for b in build/gpu/bench/bench_*; do
   "$b" --fs_dtypes="$dtypes" --fs_iters="$iters" --benchmark_out="$out/bench_$name.json" \
     --benchmark_out_format=json || { echo "gpu-check: bench_$name failed"; status=1; }
 done
-if [[ -f bench/sdpa/sdpa_bench.py ]]; then
+if want bench && [[ -f bench/sdpa/sdpa_bench.py ]]; then
   python3 bench/sdpa/sdpa_bench.py --out "$out/sdpa.json" --dtypes "$dtypes" --iters "$iters" ||
     echo "gpu-check: SDPA bench failed (see above)"
 fi
@@ -107,10 +119,12 @@ prov.update(nvidia_smi=smi, git_commit=commit, command=command,
 json.dump(prov, open(f"{out}/provenance.json", "w"), indent=2)
 PY
 
-if ((compare == 0)); then
-  # --- tests and sanitizers ------------------------------------------------------------------------
+# --- tests and sanitizers --------------------------------------------------------------------------
+if want tests; then
   ctest --test-dir build/gpu --output-on-failure >"$out/tests.log" 2>&1 ||
     { echo "gpu-check: ctest failed (see tests.log)"; status=1; }
+fi
+if want sanitizers; then
   : >"$out/sanitizers.log"
   for s in $stages baseline_cublas; do
     for tool in memcheck racecheck synccheck initcheck; do
@@ -122,15 +136,15 @@ if ((compare == 0)); then
       done
     done
   done
-  # --- profiles: the fixed metric set, one shape, every stage ----------------------------------------
-  if [[ -x bench/profile.sh ]] && command -v ncu >/dev/null; then
-    for s in $stages; do
-      name=$(basename "$(ls -d stages/"${s#stage}"_* | head -n1)")
-      bench/profile.sh "build/gpu/stages/$s" "$out/ncu_$name.csv" -- --batch 4 --heads 16 \
-        --seq 2048 --dim 64 --iters 1 --warmup 0 --no-peak --check-heads 0 ||
-        { echo "gpu-check: profile of $s failed"; status=1; }
-    done
-  fi
+fi
+# --- profiles: the fixed metric set, one shape, every stage ------------------------------------------
+if want profile && [[ -x bench/profile.sh ]] && command -v ncu >/dev/null; then
+  for s in $stages; do
+    name=$(basename "$(ls -d stages/"${s#stage}"_* | head -n1)")
+    bench/profile.sh "build/gpu/stages/$s" "$out/ncu_$name.csv" -- --batch 4 --heads 16 \
+      --seq 2048 --dim 64 --iters 1 --warmup 0 --no-peak --check-heads 0 ||
+      { echo "gpu-check: profile of $s failed"; status=1; }
+  done
 fi
 
 if [[ -x build/gpu/bench/fs_table ]]; then
