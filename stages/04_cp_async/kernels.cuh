@@ -1,0 +1,166 @@
+// stages/04_cp_async/kernels.cuh — what the cp.async stage's kernel file exports to its launcher:
+// the tile traits (sizes, the shared-memory ring, the assumptions behind them), the tile
+// configurations the launcher chooses from, and the enqueue / setup entry points, one
+// instantiation per (dtype, tile configuration, causal).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "flashsteps/stage.hpp"
+
+namespace flashsteps::cp_async {
+
+/// Tiles of the pipelined kernel for head dimension kD, kBc keys per tile and a ring of kStages
+/// shared-memory stages. As in stage 03, one thread block owns one query block Q_i (Br rows) of
+/// one head and each of its 4 warps owns 16 of those rows for the whole kernel; only K_j / V_j are
+/// shared between warps. New: K_j and V_j no longer share one buffer; each stage of the ring holds
+/// one (K_j, V_j) pair, and tile j lives in stage j % kStages.
+///
+/// Shared memory, in this order (each region starts on a 128-byte boundary):
+///   Q      (Br, D)  fp16/bf16, row stride D + 8   — loaded once
+///   ring   kStages x { K (Bc, D), V (Bc, D) }     — fp16/bf16, row stride D + 8
+///   S      (Br, Bc) fp32,      row stride Bc + 4  — raw scores Q_i K_j^T
+///   P      (Br, Bc) fp16/bf16, row stride Bc + 8  — exp2(...) rounded to the dtype
+///   O      (Br, D)  fp32,      row stride D + 4   — the unnormalised output accumulator
+/// The padding is stage 03's: it makes every row stride an odd multiple of 16 bytes (144, 272,
+/// 528 bytes; 80 for P at Bc = 32), so 8 consecutive rows start in 8 different 16-byte (4-bank)
+/// groups of the 128 bytes the 32 banks span, and the 8-row pieces of a WMMA fragment access hit
+/// all 32 banks once. cp.async writes 16-byte pieces, which those strides keep aligned.
+///
+/// What the ring costs (bytes = fixed Q, S, P, O + kStages * (K + V)), against the per-block
+/// opt-in limit: sm_86/sm_89 99 KiB (101376), sm_80 163 KiB (166912), sm_90 227 KiB (232448):
+///
+///   D    Bc  kStages   bytes             sm_86/89  sm_80  sm_90
+///   64   64  2          90112 ( 88 KiB)  yes       yes    yes     <- D = 64 everywhere
+///   64   64  3         108544 (106 KiB)  no        yes    yes
+///   128  64  2         147456 (144 KiB)  no        yes    yes     <- D = 128 on sm_80, sm_90
+///   128  64  3         182272 (178 KiB)  no        no     yes
+///   128  32  2         100352 ( 98 KiB)  yes       yes    yes     <- D = 128 on sm_86, sm_89
+///   (stage 03, one shared K/V buffer: 62464 (61 KiB) at D = 64, 95232 (93 KiB) at D = 128)
+///
+/// Why these three. Two stages already cover the copy: a tile's copy (~1,100-1,600 cycles from
+/// L2, kernels.cu's header) is shorter than a tile's math (~2,000-3,100 cycles), so a third stage
+/// would buy nothing but shared memory. D = 128 keeps stage 03's Bc = 64 wherever the ring fits,
+/// because S_ij and O_i make their shared-memory round trips once per tile whatever Bc is: halving
+/// Bc makes O's round trip cost twice as much per key (+45% shared-memory traffic per key at
+/// D = 128). Only sm_86/sm_89, whose 99 KiB cannot hold that ring, get Bc = 32, which keeps the
+/// contract (D = 128 on every sm_80+ device) at that price.
+//! [traits]
+template <int kD, int kBc, int kStages>
+struct CpAsyncTraits {
+  static constexpr int D = kD;
+  static constexpr int Br = 64;           // query rows per thread block
+  static constexpr int Bc = kBc;          // key/value rows per tile
+  static constexpr int Stages = kStages;  // (K_j, V_j) pairs in the shared-memory ring
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kWarpRows = Br / kWarps;  // rows of Q_i one warp owns: 16
+  static constexpr int kFrag = 16;               // WMMA tile: m = n = k = 16
+  static constexpr int kElem = 2;                // bytes of fp16 and bf16
+  static constexpr int kVec = 16 / kElem;        // elements per 16-byte copy (one cp.async)
+
+  // Row strides in elements (padded, see above).
+  static constexpr int kLdQ = D + 8;   // Q tile, dtype
+  static constexpr int kLdKV = D + 8;  // K / V tiles, dtype
+  static constexpr int kLdS = Bc + 4;  // S tile, fp32
+  static constexpr int kLdP = Bc + 8;  // P tile, dtype
+  static constexpr int kLdO = D + 4;   // O accumulator, fp32
+
+  static constexpr std::size_t align128(std::size_t b) { return (b + 127) / 128 * 128; }
+  static constexpr std::size_t kQBytes = align128(std::size_t{Br} * kLdQ * kElem);
+  static constexpr std::size_t kKVBytes = align128(std::size_t{Bc} * kLdKV * kElem);  // K or V
+  static constexpr std::size_t kStageBytes = 2 * kKVBytes;  // one stage: K_j then V_j
+  static constexpr std::size_t kSBytes = align128(std::size_t{Br} * kLdS * 4);
+  static constexpr std::size_t kPBytes = align128(std::size_t{Br} * kLdP * kElem);
+  static constexpr std::size_t kOBytes = align128(std::size_t{Br} * kLdO * 4);
+  static constexpr std::size_t kOffQ = 0;
+  static constexpr std::size_t kOffRing = kOffQ + kQBytes;  // stage s at kOffRing + s*kStageBytes
+  static constexpr std::size_t kOffS = kOffRing + Stages * kStageBytes;
+  static constexpr std::size_t kOffP = kOffS + kSBytes;
+  static constexpr std::size_t kOffO = kOffP + kPBytes;
+  /// Dynamic shared memory per block (the table above).
+  static constexpr std::size_t kSmemBytes = kOffO + kOBytes;
+
+  static_assert(D == 64 || D == 128, "stage 04 instantiates D = 64 and D = 128 only");
+  static_assert(Bc == 32 || Bc == 64, "a warp's S strip is 2 or 4 WMMA tiles wide");
+  static_assert(Stages >= 2,
+                "with one stage the copy of tile j+1 could only start after tile j's math");
+  static_assert(Stages - 2 <= 8,
+                "cuda::pipeline_consumer_wait_prior clamps its count at 8: a deeper ring would "
+                "wait for copies it does not need yet");
+  static_assert(sizeof(__half) == kElem && sizeof(__nv_bfloat16) == kElem,
+                "fp16 and bf16 are both 2-byte types");
+  static_assert(Br % (kWarps * kFrag) == 0 && kWarpRows == kFrag,
+                "each warp owns exactly one 16-row WMMA strip of Q_i, S, P and O");
+  static_assert(kWarpRows * 2 == 32,
+                "the softmax gives each row of a warp's strip to a pair of lanes");
+  static_assert(Bc % kFrag == 0 && D % kFrag == 0, "S and O tiles are whole 16x16 fragments");
+  static_assert(Bc % 2 == 0 && D % 2 == 0, "the two lanes of a row split its columns evenly");
+  static_assert(D % kVec == 0, "rows are copied in 16-byte pieces");
+  static_assert((Br * D / kVec) % kThreads == 0 && (Bc * D / kVec) % kThreads == 0,
+                "every thread copies the same number of 16-byte pieces of a tile");
+  static_assert((kWarpRows * D / kVec) % 32 == 0,
+                "every lane stores the same number of 16-byte pieces of O (shuffles inside)");
+  static_assert((kLdQ * kElem) % 16 == 0 && (kLdKV * kElem) % 16 == 0 && (kLdP * kElem) % 16 == 0 &&
+                    (kLdS * 4) % 16 == 0 && (kLdO * 4) % 16 == 0,
+                "WMMA strides and 16-byte cp.async pieces need row strides that are multiples of "
+                "16 bytes");
+  static_assert(
+      (kFrag * kLdQ * kElem) % 32 == 0 && (kFrag * kLdKV * kElem) % 32 == 0 &&
+          (kFrag * kLdP * kElem) % 32 == 0 && (kFrag * kLdS * 4) % 32 == 0 &&
+          (kFrag * kLdO * 4) % 32 == 0,
+      "WMMA fragment pointers (every 16th row, every 16th column) must be 32-byte aligned");
+  static_assert((kLdQ * kElem / 16) % 2 == 1 && (kLdKV * kElem / 16) % 2 == 1 &&
+                    (kLdP * kElem / 16) % 2 == 1 && (kLdS * 4 / 16) % 2 == 1 &&
+                    (kLdO * 4 / 16) % 2 == 1,
+                "the padding makes every row stride an odd multiple of 16 bytes, which puts 8 "
+                "consecutive rows in 8 different 4-bank groups");
+  static_assert(kSmemBytes <= 227 * 1024,
+                "no sm_80+ device holds more than 227 KiB of shared memory per block (sm_90)");
+};
+//! [traits]
+
+//! [configs]
+/// The tile configurations the launcher runs (the table above): D = 64 has one; D = 128 has the
+/// stage-03 tile wherever its ring fits the device and a narrower one where it does not.
+using TileD64 = CpAsyncTraits<64, 64, 2>;          //  88 KiB: every sm_80+ device
+using TileD128 = CpAsyncTraits<128, 64, 2>;        // 144 KiB: sm_80, sm_90
+using TileD128Narrow = CpAsyncTraits<128, 32, 2>;  //  98 KiB: sm_86, sm_89 (99 KiB opt-in)
+//! [configs]
+static_assert(TileD64::kSmemBytes <= 99 * 1024 && TileD128Narrow::kSmemBytes <= 99 * 1024,
+              "D = 64 and the narrow D = 128 tile fit the 99 KiB opt-in limit of sm_86/sm_89, so "
+              "every sm_80+ device runs D = 64 and D = 128");
+static_assert(TileD128::kSmemBytes <= 163 * 1024,
+              "the wide D = 128 tile fits A100's (sm_80) 163 KiB opt-in limit");
+
+/// Shape parameters of one launch. Row counts are 32-bit (Problem limits them to 2^30);
+/// offsets into the tensors are computed in 64 bits inside the kernel.
+struct Shape {
+  std::int64_t bh;   // B * H
+  int sq, skv;       // Sq, Skv
+  int tr;            // Tr = ceil(Sq / Br): query blocks per head
+  float scale_log2;  // softmax scale * log2(e)
+};
+
+/// Largest grid the launch uses: B*H*Tr blocks on gridDim.x.
+inline constexpr std::int64_t kMaxBlocks = 0x7fffffff;
+
+/// Enqueues the pipelined kernel on `stream`.
+template <class T, class Tile, bool kCausal>
+void enqueue(const Shape& shape, const AttentionArgs& args, cudaStream_t stream);
+
+/// Raises the kernel's dynamic shared-memory limit to what it needs (once, in Stage::setup()).
+template <class T, class Tile, bool kCausal>
+void set_smem_limit();
+
+/// The kernel as launched for `shape`.
+template <class T, class Tile, bool kCausal>
+std::vector<KernelLaunchInfo> kernel_list(const Shape& shape);
+
+}  // namespace flashsteps::cp_async
