@@ -118,6 +118,15 @@ TEST_CASE("every head dimension the stage supports is correct; the others are re
   CHECK_THAT(s.reason, Catch::Contains(std::to_string(kMaxHeadDim)));
 }
 
+TEST_CASE("a problem larger than device memory is refused before launch, naming the memory") {
+  // 1024 x 64 heads of 65536 x 128: 1 TiB per tensor, more than any GPU has.
+  const Problem p = make(65536, 65536, 128, DType::fp16, false, 1024, 64);
+  const Support s = check_runnable(stage(), p, device());
+  INFO(s.reason);
+  CHECK_FALSE(s.ok);
+  CHECK_THAT(s.reason, Catch::Contains("MiB") || Catch::Contains("grid limit"));
+}
+
 TEST_CASE("a grid that fills the GPU: B*H at least twice the SM count") {
   const std::int64_t bh = 2 * device().sm_count;
   for (bool causal : {false, true})
