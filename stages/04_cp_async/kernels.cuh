@@ -12,9 +12,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "flashsteps/cuda/dtype.cuh"
 #include "flashsteps/stage.hpp"
 
 namespace flashsteps::cp_async {
+
+/// Head dimensions the kernel is instantiated for.
+using SupportedHeadDims = HeadDims<64, 128>;
 
 /// Tiles of the pipelined kernel for head dimension kD, kBc keys per tile and a ring of kStages
 /// shared-memory stages. As in stage 03, one thread block owns one query block Q_i (Br rows) of
@@ -44,13 +48,13 @@ namespace flashsteps::cp_async {
 ///   128  32  2         100352 ( 98 KiB)  yes       yes    yes     <- D = 128 on sm_86, sm_89
 ///   (stage 03, one shared K/V buffer: 62464 (61 KiB) at D = 64, 95232 (93 KiB) at D = 128)
 ///
-/// Why these three. Two stages already cover the copy: a tile's copy (~1,100-1,600 cycles from
-/// L2, kernels.cu's header) is shorter than a tile's math (~2,000-3,100 cycles), so a third stage
-/// would buy nothing but shared memory. D = 128 keeps stage 03's Bc = 64 wherever the ring fits,
-/// because S_ij and O_i make their shared-memory round trips once per tile whatever Bc is: halving
-/// Bc makes O's round trip cost twice as much per key (+45% shared-memory traffic per key at
-/// D = 128). Only sm_86/sm_89, whose 99 KiB cannot hold that ring, get Bc = 32, which keeps the
-/// contract (D = 128 on every sm_80+ device) at that price.
+/// Why these three. Two stages already cover the copy: a tile's copy (~860-1,100 cycles for K_j and
+/// V_j from L2, kernels.cu's header) is shorter than a tile's math (~2,000-3,100 cycles), so a
+/// third stage would buy nothing but shared memory. D = 128 keeps stage 03's Bc = 64 wherever the
+/// ring fits, because S_ij and O_i make their shared-memory round trips once per tile whatever Bc
+/// is: halving Bc makes O's round trip cost twice as much per key (about +40% shared-memory traffic
+/// per key at D = 128, by chapter 03's count). Only sm_86/sm_89, whose 99 KiB cannot hold that
+/// ring, get Bc = 32, which keeps the contract (D = 128 on every sm_80+ device) at that price.
 //! [traits]
 template <int kD, int kBc, int kStages>
 struct CpAsyncTraits {

@@ -16,15 +16,6 @@ using cp_async::TileD128;
 using cp_async::TileD128Narrow;
 using cp_async::TileD64;
 
-constexpr std::int64_t kHeadDims[] = {64, 128};
-constexpr const char* kHeadDimSet = "{64, 128}";
-
-bool supported_head_dim(std::int64_t d) {
-  for (std::int64_t s : kHeadDims)
-    if (d == s) return true;
-  return false;
-}
-
 //! [pick_tile]
 /// D = 128 runs stage 03's Bc = 64 when the device's opt-in limit holds its ring (sm_80, sm_90),
 /// else Bc = 32 (sm_86, sm_89: 99 KiB). kernels.cuh has the table.
@@ -34,7 +25,7 @@ bool wide_d128_fits(const DeviceInfo& dev) {
 //! [pick_tile]
 
 /// Calls f.template operator()<T, Tile, kCausal>() for the problem's dtype, head dim and mask.
-/// `head_dim` must be one of kHeadDims (supports() has refused the others).
+/// `head_dim` must be one of SupportedHeadDims (supports_problem() has refused the others).
 template <class F>
 decltype(auto) dispatch_variant(DType dtype, std::int64_t head_dim, bool wide_d128, bool causal,
                                 F&& f) {
@@ -57,12 +48,13 @@ class CpAsyncStage final : public Stage {
   std::string_view name() const override { return "04_cp_async"; }
   std::string_view title() const override { return "Asynchronous prefetch with cp.async"; }
 
+  Support supports_problem(const Problem& p) const override {
+    if (std::string why = cp_async::SupportedHeadDims::why_not(p.head_dim); !why.empty())
+      return Support::no(why);
+    return Support::yes();
+  }
+
   Support supports(const Problem& p, const DeviceInfo& dev) const override {
-    if (!supported_head_dim(p.head_dim)) {
-      return Support::no("head_dim " + std::to_string(p.head_dim) +
-                         " is not supported; the pipelined kernel is instantiated for D in " +
-                         kHeadDimSet);
-    }
     const std::size_t smem = smem_bytes(p.head_dim, wide_d128_fits(dev));
     if (static_cast<std::int64_t>(smem) > dev.smem_optin_per_block) {
       return Support::no("needs " + std::to_string(smem) + " bytes of shared memory per block (D " +
@@ -83,22 +75,21 @@ class CpAsyncStage final : public Stage {
   // instantiation it can hold; supports() refuses the others before they are ever launched.
   void setup(const DeviceInfo& dev) override {
     wide_d128_ = wide_d128_fits(dev);
-    for (DType t : {DType::fp16, DType::bf16})
-      for (std::int64_t d : kHeadDims)
+    cp_async::SupportedHeadDims::for_each([&]<int kD>() {
+      for (DType t : {DType::fp16, DType::bf16})
         for (bool causal : {false, true}) {
-          if (static_cast<std::int64_t>(smem_bytes(d, wide_d128_)) > dev.smem_optin_per_block)
+          if (static_cast<std::int64_t>(smem_bytes(kD, wide_d128_)) > dev.smem_optin_per_block)
             continue;
-          dispatch_variant(t, d, wide_d128_, causal, [&]<class T, class Tile, bool kCausal>() {
+          dispatch_variant(t, kD, wide_d128_, causal, [&]<class T, class Tile, bool kCausal>() {
             cp_async::set_smem_limit<T, Tile, kCausal>();
           });
         }
+    });
   }
 
   void launch(const Problem& p, const AttentionArgs& args, cudaStream_t stream) const override {
-    if (!supported_head_dim(p.head_dim)) {
-      throw std::invalid_argument(std::string(name()) + ": head_dim " + std::to_string(p.head_dim) +
-                                  " not in " + kHeadDimSet);
-    }
+    if (std::string why = cp_async::SupportedHeadDims::why_not(p.head_dim); !why.empty())
+      throw std::invalid_argument(std::string(name()) + ": " + why);
     // The kernel copies Q, K, V and O in 16-byte pieces (cp.async needs 16-byte aligned sources;
     // cudaMalloc gives 256 bytes, a view into the middle of a tensor may not).
     for (const void* ptr : {args.q, args.k, args.v, static_cast<const void*>(args.o)}) {
@@ -114,7 +105,7 @@ class CpAsyncStage final : public Stage {
   }
 
   std::vector<KernelLaunchInfo> kernels(const Problem& p) const override {
-    if (!supported_head_dim(p.head_dim)) return {};
+    if (!cp_async::SupportedHeadDims::contains(p.head_dim)) return {};
     return dispatch_variant(p.dtype, p.head_dim, wide_d128_, p.causal,
                             [&]<class T, class Tile, bool kCausal>() {
                               return cp_async::kernel_list<T, Tile, kCausal>(shape(p));

@@ -80,7 +80,7 @@ constexpr float kLn2 = 0.693147180559945309f;  // ln(2): converts a log2 back to
 constexpr unsigned kFullMask = 0xffffffffu;
 
 // The per-thread pipeline of cp.async copies (stage 04). The producer no longer waits on its own
-// commit groups: it binds its copies to a stage's full barrier instead (see [producer]).
+// commit groups: it binds its copies to a stage's full barrier instead (see the producer below).
 using Pipeline = cuda::pipeline<cuda::thread_scope_thread>;
 
 //! [barriers]

@@ -12,9 +12,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "flashsteps/cuda/dtype.cuh"
 #include "flashsteps/stage.hpp"
 
 namespace flashsteps::warp_specialized {
+
+/// Head dimensions the kernel is instantiated for.
+using SupportedHeadDims = HeadDims<64, 128>;
 
 /// Tiles and roles of the warp-specialized kernel: head dimension kD, kBc keys per tile, a ring of
 /// kStages shared-memory stages and kProducerWarps producer warps. As in stages 03 and 04, one
