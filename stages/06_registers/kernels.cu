@@ -11,14 +11,15 @@
 //    lives in the 4 lanes of a quad, so its max is 2 __shfl_xor_sync (1, 2) away; l is kept as a
 //    per-lane partial sum and reduced once, in the epilogue.
 //  * P_ij stays in registers: the m16n8k16 accumulator of two adjacent n8 tiles, rounded and packed
-//    in pairs, *is* the A operand of the next m16n8k16 ([p_in_registers] has the picture). No
-//    store, no barrier, no load.
+//    in pairs, *is* the A operand of the next m16n8k16 (the P-in-registers step below has the
+//    picture). No store, no barrier, no load.
 //  * O_i is accumulated in registers for the whole kernel and rescaled by alpha there.
 //  * Q_i's warp strip is loaded once into A fragments (16, D) and kept in registers; stage 04
 //    re-read it from shared memory on every tile.
 //  * K_j and V_j reach the tensor cores through ldmatrix.x4 (V with .trans: no transposed copy),
-//    from a swizzled ring (XOR of 16-byte chunks, [swizzle]) instead of a padded one: padding made
-//    WMMA's accesses conflict-free but cost 1/9 or 1/17 of the ring; the swizzle costs nothing.
+//    from a swizzled ring (XOR of 16-byte chunks; the swizzle picture below) instead of a padded
+//    one: padding made WMMA's accesses conflict-free but cost 1/9 or 1/17 of the ring; the swizzle
+//    costs nothing.
 //  * Causal: tiles past the block's last visible key are skipped (as before) and only the tiles
 //    that cross the diagonal or Skv run the masking code: the mask is a template argument of the
 //    tile step, the unmasked step has no compare at all.
@@ -36,9 +37,9 @@
 //    `l1tex__data_pipe_lsu_wavefronts_mem_shared.sum` per FLOP: -55% (D = 64), -50% (D = 128).
 //  * Bank conflicts: `l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum` and `..._op_st.sum`
 //    -> 0 (stage 04: the 2-way conflicts of the element-wise softmax / rescale, now gone; every
-//    ldmatrix phase and every cp.async quarter-warp covers 32 distinct banks, [swizzle]). On
-//    sm_90 the counter also counts LDGSTS wavefront splits; "ideal wavefronts == measured" is the
-//    claim: 4 wavefronts per LDSM.x4, 4 per warp-wide 16-byte cp.async.
+//    ldmatrix phase and every cp.async quarter-warp covers 32 distinct banks; see the swizzle
+//    picture). On sm_90 the counter also counts LDGSTS wavefront splits; "ideal wavefronts ==
+//    measured" is the claim: 4 wavefronts per LDSM.x4, 4 per warp-wide 16-byte cp.async.
 //  * Tensor pipe: per warp and tile, (D/16)(Bc/8) + (Bc/16)(D/8) = 128 HMMA.16816 against 64
 //    LDSM.x4 (both head dims; the SASS has exactly that per tile body). An LDSM.x4 is 512 B = 4
 //    cycles of the SM's 128 B/cycle shared memory, an HMMA.16816 2,048 FMA = 2 cycles of A100's
@@ -49,8 +50,9 @@
 //    and MUFU work and the barrier skew). On H100, mma.sync issues ~1.5x faster than on A100 per
 //    SM-cycle while shared memory is not: shared memory paces the kernel (~320 cycles per warp-
 //    tile including the cp.async writes), a ceiling of ~1,600 FLOP/cycle/SM, ~390 TFLOP/s on an
-//    H100 SXM at 1.83 GHz. FA2 itself measures ~330-350 TFLOP/s there at D = 128 (32 query rows per
-//    warp, so half the ldmatrix traffic per mma, but Q re-read from shared memory): the prediction
+//    H100 SXM at 1.83 GHz. FlashAttention-2 itself uses 32 query rows per warp (half the ldmatrix
+//    traffic per mma, but Q re-read from shared memory); its speed here is measured in the same
+//    run (PyTorch SDPA's flash backend), not assumed: the prediction
 //    is 0.8-1.0x PyTorch SDPA's flash backend at D = 128 and 0.9-1.1x at D = 64 for S >= 2k,
 //    below it for short sequences (Br = 64 blocks, per-block prologue).
 //  * Latency vs stage 04: 2.5-3.5x at S >= 2k, more on H100 than A100 (04 was shared-memory bound
@@ -217,7 +219,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocksPerSm)
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int warp_row0 = warp * Tile::kWarpRows;  // first row of this warp's strip in the tile
-  const int g = lane / 4, t = lane % 4;          // groupID, threadID_in_group ([ownership])
+  const int g = lane / 4, t = lane % 4;  // groupID, threadID_in_group (see the ownership picture)
   // This thread's two rows: h = 0 is strip row g, h = 1 is strip row g + 8. Rows >= Sq (ragged
   // last block) are computed on zero-filled Q and never stored.
   const int my_row[2] = {row0 + warp_row0 + g, row0 + warp_row0 + g + 8};

@@ -34,10 +34,10 @@ using SupportedHeadDims = HeadDims<64, 128>;
 ///                                                    stores
 ///   ring   kStages x { K (Bc, D), V (Bc, D) }      — fp16/bf16, swizzled, no padding
 /// Every row is D * 2 = 128 or 256 bytes, split into 16-byte chunks; chunk c of row r is stored
-/// at chunk position c ^ (r % 8) of that row (the picture is in kernels.cu, [swizzle]). Stage 03/04
-/// padded rows by 16 bytes instead; the XOR permutation gets the same conflict freedom for free
-/// in bytes, and it is what makes the ldmatrix reads of 8 rows at one column conflict-free while
-/// the cp.async writes of 8 chunks of one row stay conflict-free too.
+/// at chunk position c ^ (r % 8) of that row (the picture is in kernels.cu, at the swizzle
+/// function). Stage 03/04 padded rows by 16 bytes instead; the XOR permutation gets the same
+/// conflict freedom for free in bytes, and it is what makes the ldmatrix reads of 8 rows at one
+/// column conflict-free while the cp.async writes of 8 chunks of one row stay conflict-free too.
 ///
 ///   D    Bc   kStages  bytes           sm_86/89 (99 KiB)  sm_80 (163 KiB)  sm_90 (227 KiB)
 ///   64   128  2         73728 (72 KiB) yes, 1 block/SM    yes, 2/SM        yes, 2/SM*  <- D = 64
@@ -79,7 +79,7 @@ struct RegistersTraits {
   /// Dynamic shared memory per block (the table above).
   static constexpr std::size_t kSmemBytes = kOffRing + Stages * kStageBytes;
   /// Blocks per SM __launch_bounds__ asks for: 2, i.e. at most 255 registers with 128 threads, no
-  /// cap in practice. ptxas uses ~215-225 of them at both head dims (it keeps several ldmatrix
+  /// cap in practice. ptxas 13.0 uses 204-252 of them (it keeps several ldmatrix
   /// results in flight ahead of their mma); forcing 3 blocks at D = 64 (168 registers, what H100's
   /// shared memory would allow) spills, so both head dims run 2 blocks (8 warps) per SM.
   static constexpr int kMinBlocksPerSm = 2;
