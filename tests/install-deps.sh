@@ -7,7 +7,7 @@
 # registry: see ../shared/gpu/use-offline-deps.sh); then this only checks.
 set -euo pipefail
 
-pkgs=(cmake ninja-build g++ catch2 libbenchmark-dev libcli11-dev nlohmann-json3-dev)
+pkgs=(cmake ninja-build g++ catch2 libbenchmark-dev libcli11-dev nlohmann-json3-dev shellcheck)
 if [[ "${1:-}" == "--book" ]]; then
   pkgs+=(doxygen doxygen-awesome-css gnuplot-nox)
 fi
