@@ -215,22 +215,19 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     //! [producer]
     if (threadIdx.x == 0 && Tc_i > 0) {
       //! [tma]
-      // Q_i: per consumer half and column block, one (64 rows, 64 cols) box at (col, row, head).
-      // Rows >= Sq of the last query block are outside the 3-D tensor: zero-filled, and still
-      // counted in the transaction bytes (TMA always delivers the whole box).
+      // Q_i: per column block, one (Br = 128 rows, 64 cols) box at (col, row, head). Rows >= Sq of
+      // the last query block lie outside the 3-D tensor: zero-filled and counted in the
+      // transaction bytes, as for any partly out-of-bounds box. One box of Br rows (not two of 64)
+      // because row0 < Sq keeps it partly in bounds: a box entirely outside the tensor is a case
+      // the documentation leaves open, and a short byte count would hang the consumers.
       cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
                                            cuda::ptx::space_shared, q_full,
                                            static_cast<std::uint32_t>(Tile::kQBytes));
 #pragma unroll
       for (int c = 0; c < kColBlocks; ++c) {
-#pragma unroll
-        for (int half = 0; half < Tile::kConsumers; ++half) {
-          const std::int32_t coords[3] = {c * kBlockCols, row0 + half * kRows, bh};
-          cuda::ptx::cp_async_bulk_tensor(
-              cuda::ptx::space_cluster, cuda::ptx::space_global,
-              sQ + c * Tile::kQBlockBytes + half * kRows * Tile::kSwizzleBytes, &tm_q, coords,
-              q_full);
-        }
+        const std::int32_t coords[3] = {c * kBlockCols, row0, bh};
+        cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global,
+                                        sQ + c * Tile::kQBlockBytes, &tm_q, coords, q_full);
       }
       for (int j = 0; j < Tc_i; ++j) {
         const int s = j % kStages;
@@ -511,8 +508,9 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     // warpgroup's barrier tells the issuing thread that all 128 have.
     cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
     ptx::named_barrier_sync(kBarStore + cw, Tile::kWarpgroupThreads);
-    if (tid == 0) {
-      // (64, 64) boxes at (col, row, head); rows >= Sq lie outside the tensor and are not written.
+    // (64, 64) boxes at (col, row, head); rows >= Sq lie outside the tensor and are not written.
+    // A consumer whose 64 rows all lie past Sq stores nothing (no box entirely out of bounds).
+    if (tid == 0 && row0 + cw * kRows < sh.sq) {
 #pragma unroll
       for (int c = 0; c < kColBlocks; ++c) {
         const std::int32_t coords[3] = {c * kBlockCols, row0 + cw * kRows, bh};
@@ -575,7 +573,7 @@ template <class T, int kD, bool kCausal>
 void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
   using Tile = TileFor<kD>;
   // Host-side encoding only (no allocation, no synchronization): 4 x 128-byte kernel parameters.
-  const CUtensorMap tm_q = make_tensor_map<T>(a.q, sh.bh, sh.sq, kD, Tile::kConsumerRows);
+  const CUtensorMap tm_q = make_tensor_map<T>(a.q, sh.bh, sh.sq, kD, Tile::Br);
   const CUtensorMap tm_k = make_tensor_map<T>(a.k, sh.bh, sh.skv, kD, Tile::Bc);
   const CUtensorMap tm_v = make_tensor_map<T>(a.v, sh.bh, sh.skv, kD, Tile::Bc);
   const CUtensorMap tm_o = make_tensor_map<T>(a.o, sh.bh, sh.sq, kD, Tile::kConsumerRows);
@@ -593,6 +591,18 @@ void set_smem_limit() {
   FS_CUDA_CHECK(cudaFuncSetAttribute(fused_attention_kernel<T, Tile, kCausal>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(Tile::kSmemBytes)));
+  // setmaxnreg only moves registers the block already holds: the consumers' .inc waits until the
+  // producer's .dec has returned enough, so a build that allocated fewer registers per thread
+  // than the budgets add up to would hang at the first launch. Refuse it here instead.
+  cudaFuncAttributes attr{};
+  FS_CUDA_CHECK(cudaFuncGetAttributes(&attr, fused_attention_kernel<T, Tile, kCausal>));
+  constexpr int kBudget =
+      Tile::kProducerRegs * Tile::kWarpgroupThreads + Tile::kConsumerRegs * Tile::kConsumerThreads;
+  if (attr.numRegs * Tile::kThreads < kBudget) {
+    throw CudaError("07_hopper: the kernel was compiled with " + std::to_string(attr.numRegs) +
+                    " registers per thread, fewer than the setmaxnreg budgets need (" +
+                    std::to_string(kBudget) + " per block)");
+  }
 }
 
 template <class T, int kD, bool kCausal>
