@@ -1,6 +1,18 @@
 #include "flashsteps/stage.hpp"
 
+#include <cstdint>
+#include <stdexcept>
+
 namespace flashsteps {
+
+void require_aligned(std::string_view stage, const AttentionArgs& args, std::size_t bytes) {
+  for (const void* ptr : {args.q, args.k, args.v, static_cast<const void*>(args.o)}) {
+    if (reinterpret_cast<std::uintptr_t>(ptr) % bytes != 0) {
+      throw std::invalid_argument(std::string(stage) + ": Q, K, V and O must be " +
+                                  std::to_string(bytes) + "-byte aligned");
+    }
+  }
+}
 
 Support check_runnable(const Stage& s, const Problem& p, const DeviceInfo& dev) {
   if (std::string why = validate(p); !why.empty()) return Support::no(why);

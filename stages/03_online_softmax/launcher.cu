@@ -75,12 +75,7 @@ class OnlineSoftmaxStage final : public Stage {
   void launch(const Problem& p, const AttentionArgs& args, cudaStream_t stream) const override {
     // The kernel moves Q, K, V and O in 16-byte pieces (cudaMalloc gives 256-byte alignment; a
     // view into the middle of a tensor may not have it).
-    for (const void* ptr : {args.q, args.k, args.v, static_cast<const void*>(args.o)}) {
-      if (reinterpret_cast<std::uintptr_t>(ptr) % 16 != 0) {
-        throw std::invalid_argument(std::string(name()) +
-                                    ": Q, K, V and O must be 16-byte aligned");
-      }
-    }
+    require_aligned(name(), args, 16);
     dispatch_variant(p.dtype, p.head_dim, p.causal, [&]<class T, int kD, bool kCausal>() {
       online_softmax::enqueue<T, kD, kCausal>(shape(p), args, stream);
     });

@@ -95,12 +95,7 @@ class WarpSpecializedStage final : public Stage {
       throw std::invalid_argument(std::string(name()) + ": " + why);
     // The kernel copies Q, K, V and O in 16-byte pieces (cp.async needs 16-byte aligned sources;
     // cudaMalloc gives 256 bytes, a view into the middle of a tensor may not).
-    for (const void* ptr : {args.q, args.k, args.v, static_cast<const void*>(args.o)}) {
-      if (reinterpret_cast<std::uintptr_t>(ptr) % 16 != 0) {
-        throw std::invalid_argument(std::string(name()) +
-                                    ": Q, K, V and O must be 16-byte aligned");
-      }
-    }
+    require_aligned(name(), args, 16);
     dispatch_variant(p.dtype, p.head_dim, wide_d128_, p.causal,
                      [&]<class T, class Tile, bool kCausal>() {
                        warp_specialized::enqueue<T, Tile, kCausal>(shape(p), args, stream);

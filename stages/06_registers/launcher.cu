@@ -79,12 +79,7 @@ class RegistersStage final : public Stage {
   void launch(const Problem& p, const AttentionArgs& args, cudaStream_t stream) const override {
     // The kernel copies Q, K, V and O in 16-byte pieces (cp.async needs 16-byte aligned sources;
     // cudaMalloc gives 256 bytes, a view into the middle of a tensor may not).
-    for (const void* ptr : {args.q, args.k, args.v, static_cast<const void*>(args.o)}) {
-      if (reinterpret_cast<std::uintptr_t>(ptr) % 16 != 0) {
-        throw std::invalid_argument(std::string(name()) +
-                                    ": Q, K, V and O must be 16-byte aligned");
-      }
-    }
+    require_aligned(name(), args, 16);
     dispatch_variant(p.dtype, p.head_dim, p.causal, [&]<class T, int kD, bool kCausal>() {
       registers::enqueue<T, kD, kCausal>(shape(p), args, stream);
     });

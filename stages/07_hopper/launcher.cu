@@ -90,12 +90,7 @@ class HopperStage final : public Stage {
   void launch(const Problem& p, const AttentionArgs& args, cudaStream_t stream) const override {
     // TMA's tensor maps need 16-byte aligned base addresses (row strides D * 2 bytes are
     // multiples of 16 for every supported D). cudaMalloc gives 256 bytes.
-    for (const void* ptr : {args.q, args.k, args.v, static_cast<const void*>(args.o)}) {
-      if (reinterpret_cast<std::uintptr_t>(ptr) % 16 != 0) {
-        throw std::invalid_argument(std::string(name()) +
-                                    ": Q, K, V and O must be 16-byte aligned");
-      }
-    }
+    require_aligned(name(), args, 16);
     dispatch_variant(p.dtype, p.head_dim, p.causal, [&]<class T, int kD, bool kCausal>() {
       hopper::enqueue<T, kD, kCausal>(shape(p), args, stream);
     });

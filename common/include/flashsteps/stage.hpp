@@ -78,6 +78,11 @@ class Stage {
   virtual std::vector<KernelLaunchInfo> kernels(const Problem& p) const = 0;
 };
 
+/// Throws std::invalid_argument naming the stage unless Q, K, V and O are `bytes`-aligned (kernels
+/// that move 16-byte pieces, cp.async and TMA need it; cudaMalloc gives 256 bytes, but a view into
+/// the middle of a tensor may not).
+void require_aligned(std::string_view stage, const AttentionArgs& args, std::size_t bytes);
+
 /// Defined once per stage library (stages/NN_name/launcher.cu).
 std::unique_ptr<Stage> make_stage();
 
