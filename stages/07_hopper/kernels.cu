@@ -10,26 +10,28 @@
 //    cp.async.bulk.tensor per 64-column block of a tile (cuda::ptx); the copy engine computes the
 //    addresses, writes the 128-byte swizzle itself, zero-fills rows past the tensor's edge, and
 //    signals an mbarrier with the bytes it wrote (expect_tx / complete_tx) — no per-thread commit
-//    groups, no copy loop, no swizzle arithmetic in the kernel ([tma]).
+//    groups, no copy loop, no swizzle arithmetic in the kernel (the producer's TMA block).
 //  * Tensor maps are 3-D, [B*H, S, D], so a box is clipped at its own head's S: a ragged last tile
 //    of K, V or Q is zero-filled by the hardware, and the TMA store of O drops rows >= Sq. (A 2-D
 //    [B*H*S, D] map would clip only at the end of the last head, reading the next head's rows.)
 //  * Roles by warpgroup (stage 05 had a producer *warp* beside 4 consumer warps): warpgroup 0 is
 //    the producer and gives most of its registers back (setmaxnreg.dec to 24); warpgroups 1 and 2
-//    are consumers, take them (setmaxnreg.inc to 240) and own 64 query rows each ([setmaxnreg]).
+//    are consumers, take them (setmaxnreg.inc to 240) and own 64 query rows each (see the
+//    setmaxnreg block).
 //  * mma.sync m16n8k16 per warp + ldmatrix -> wgmma m64nNk16 per warpgroup, operands read by the
 //    tensor cores straight from shared memory through 64-bit matrix descriptors: S = Q K^T is
 //    D/16 m64n128k16 (both operands K-major in smem), O += P V is Bc/16 m64n{D}k16 with P from
-//    registers and V MN-major in smem ([wgmma]). No ldmatrix left: shared-memory *instruction*
-//    traffic of the consumers is zero; the tensor cores read 128B-swizzled tiles at full rate.
+//    registers and V MN-major in smem (the wgmma block). No ldmatrix left: shared-memory
+//    *instruction* traffic of the consumers is zero; the tensor cores read 128B-swizzled tiles at
+//    full rate.
 //  * wgmma is asynchronous: issue, commit a group, keep computing, wait. Each consumer issues tile
 //    j's S = Q K_j^T and tile j-1's O += P_{j-1} V_{j-1} together, then runs tile j's softmax while
-//    the P V product may still run ([consumer], FA3's intra-warpgroup overlap; see Limits).
-//  * Ping-pong ([pingpong]): two named barriers make the consumers take turns issuing their
+//    the P V product may still run (the consumer loop; FA3's intra-warpgroup overlap; see Limits).
+//  * Ping-pong: two named barriers make the consumers take turns issuing their
 //    products, so one warpgroup's softmax (FP32 + MUFU) runs while the other's wgmmas use the
 //    tensor cores (FA3's inter-warpgroup overlap).
 //  * Epilogue: O / l is staged in the consumer's own (dead) Q rows, swizzled, and written by a TMA
-//    store, clipped at Sq by the tensor map ([epilogue]).
+//    store, clipped at Sq by the tensor map (the epilogue).
 //
 // Which metric should move, and by how much (written before measuring; H100 SXM: 132 SMs, ~1.83
 // GHz, dense fp16/bf16 wgmma peak 989 TFLOP/s = ~4,096 FLOP/cycle/SM; the bench's "measured peak"
@@ -46,17 +48,16 @@
 //    prologue and the grid's tail (one 384-thread block per SM, no persistent scheduler).
 //  * Throughput, fp16, S >= 2k, non-causal: D = 128 ~500-600 TFLOP/s (~70-80% of the measured
 //    GEMM peak), D = 64 ~350-420. Against the issue's targets: vs SDPA's flash backend (FA2 on
-//    mma.sync, ~330-350 at D = 128 on H100) 1.4-1.7x — the 1.3x target should be met; vs cuDNN
-//    SDPA (an FA3-class Hopper kernel, ~550-650 at D = 128) parity at best, more likely 5-15%
+//    mma.sync, measured in the same run) 1.4-1.7x — the 1.3x target should be met; vs cuDNN
+//    SDPA (a Hopper-native kernel, measured in the same run) parity at best, more likely 5-15%
 //    below (Bc = 176, persistent grid and the earlier K release are FA3's, not ours). Causal:
 //    10-20% fewer TFLOP/s (the diagonal tiles run the mask; blocks of a head differ in length).
 //  * Short S (512-1k): the first TMA round trip and the barrier setup are not amortized: 0.6-0.8x
 //    of the long-S rate.
 //  * Stage 06 -> 07 latency at D = 128, S >= 2k: 1.5-1.8x faster.
 //  * Resources: ptxas reports 168 registers (the cap __launch_bounds__(384, 1) sets; setmaxnreg
-//  then
-//    moves them: producer 24, consumers 240), 0 spills; SASS has HGMMA and no HMMA, UTMALDG for
-//    the loads, UTMASTG for the store, SYNCS.* for the mbarriers.
+//    then moves them: producer 24, consumers 240), 0 spills; SASS has HGMMA and no HMMA, UTMALDG
+//    for the loads, UTMASTG for the store, SYNCS.* for the mbarriers.
 //
 // Limits: compute capability 9.0 exactly (sm_90a code — wgmma, setmaxnreg — runs on H100/H200
 // only; sm_100+ would need its own build with tcgen05); D = 64 and 128; fp16 and bf16; causal or
@@ -138,8 +139,9 @@ __device__ __forceinline__ std::uint32_t swizzled_offset(int r, int col) {
 // ring waits on parity 1 of a fresh empty barrier, which counts as complete ("the phase before
 // phase 0"), so it starts without a handshake.
 //
-//   producer:  wait empty[s] (n&1)^1 -> expect_tx k_full[s], TMA K_j -> expect_tx v_full[s], TMA
-//   V_j consumer:  wait k_full[s] n&1 -> S_j = Q K_j^T ... wait v_full[s] n&1 -> O += P_j V_j ...
+//   producer:  wait empty[s] (n&1)^1 -> expect_tx k_full[s], TMA K_j
+//                                   -> expect_tx v_full[s], TMA V_j
+//   consumer:  wait k_full[s] n&1 -> S_j = Q K_j^T ... wait v_full[s] n&1 -> O += P_j V_j ...
 //              wgmma.wait_group -> arrive empty[s]
 //! [ring]
 

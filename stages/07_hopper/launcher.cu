@@ -49,7 +49,8 @@ class HopperStage final : public Stage {
 
   Support supports(const Problem& p, const DeviceInfo& dev) const override {
     // "At least 9.0" is not enough: sm_90a machine code (the "a" = arch-specific features wgmma,
-    // setmaxnreg) runs on compute capability 9.0 only, and this stage ships no PTX to JIT.
+    // setmaxnreg) runs on compute capability 9.0 only, and its compute_90a PTX cannot be
+    // JIT-compiled for any other GPU either.
     if (dev.compute_capability() != 90) {
       return Support::no(
           "needs compute capability 9.0 exactly (H100/H200): its kernel is built "
