@@ -493,7 +493,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     // Stage O / l in this consumer's own 64 rows of the Q region (dead: its last S wgmma has
     // completed; the other consumer's rows are disjoint), in the TMA layout: 128B-swizzled
     // column blocks. Per n8 slice the warp writes 8 rows x 4 lanes at one logical chunk -> 8
-    // distinct chunk positions (a column of the [swizzle] picture): conflict-free 4-byte stores.
+    // distinct chunk positions (a column of the swizzle picture): conflict-free 4-byte stores.
     unsigned char* sO = sQ + cw * kRows * Tile::kSwizzleBytes;  // (64, D) dtype, swizzled blocks
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) {
