@@ -167,9 +167,14 @@ TEST_CASE("speedup, ratios and % of peak", "[compare]") {
   CHECK(cell(s, "D=64 S=512 (B=32, H=32)", "vs baseline_cublas") == "2.00x");
   CHECK(cell(s, "D=64 S=512 (B=1, H=8)", "vs baseline_cublas") == "0.800x");  // 0.2 / 0.25
   CHECK(cell(s, "D=64 S=512 (B=1, H=8)", "vs sdpa_flash") == "0.200x");
-  // 00_scalar has no previous stage: no such columns at all.
+  // The fixture has no cuDNN backend: its column is there, each cell marked with the reason.
+  CHECK(cell(s, "D=64 S=512 (B=32, H=32)", "vs sdpa_cudnn") == "-");
+  CHECK(note_of(s, cell(s, "D=64 S=512 (B=32, H=32)", "sdpa_cudnn ms")) ==
+        "no results for this backend in this run");
+  // 00_scalar has no previous stage: no such columns at all (shape, time, rate, % of peak, and
+  // time + ratio for sdpa_flash, sdpa_cudnn and cuBLAS).
   const Table first = stage_table(run, "00_scalar", DType::fp16);
-  CHECK(first.header.size() == 8);
+  CHECK(first.header.size() == 10);
 }
 
 TEST_CASE("a missing SDPA backend is a marked cell with its reason", "[compare]") {

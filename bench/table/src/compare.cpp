@@ -195,7 +195,7 @@ Table stage_table(const RunData& run, std::string_view stage, DType dtype) {
   column(plain("% of peak"), true);
   std::vector<std::string> refs;
   if (!prev.empty()) refs.push_back(prev);
-  refs.insert(refs.end(), {"sdpa_flash", "baseline_cublas"});
+  refs.insert(refs.end(), {"sdpa_flash", "sdpa_cudnn", "baseline_cublas"});
   for (const std::string& r : refs) {
     column(code(r) + plain(" ms"), true);
     column(plain("vs ") + code(r), true);

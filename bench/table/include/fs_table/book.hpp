@@ -1,7 +1,7 @@
 // fs_table/book.hpp — every generated fragment the book includes, from one run folder.
 //
 //   table_all.md            the full comparison (fs_table/compare.hpp)
-//   table_<stage>.md        one stage against the previous stage, sdpa_flash and cuBLAS
+//   table_<stage>.md        one stage against the previous stage, sdpa_flash, sdpa_cudnn, cuBLAS
 //   provenance.md           where and how the run was measured
 //   ncu_<stage>.md          the fixed Nsight Compute metric set of one stage
 //   ncu_diff_<stage>.md     stage N against stage N-1, metric by metric

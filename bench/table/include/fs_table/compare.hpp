@@ -68,7 +68,8 @@ Table overview_table(const RunData& run, const ShapeGroup& group);
 /// One shape: rows = the backends the run holds; columns = time, p10-p90, TFLOP/s, % of peak,
 /// speedup over the previous stage, vs sdpa_flash, vs sdpa_cudnn.
 Table shape_table(const RunData& run, const Problem& shape);
-/// One stage at every shape of the run against the previous stage, sdpa_flash and cuBLAS.
+/// One stage at every shape of the run against the previous stage, sdpa_flash, sdpa_cudnn and
+/// cuBLAS.
 Table stage_table(const RunData& run, std::string_view stage, DType dtype);
 
 /// "Run `h100/2025-01-01` on `NVIDIA H100 80GB HBM3`.": the line above every generated table.
