@@ -5,6 +5,19 @@
 
 namespace flashsteps {
 
+Support fits_shared_memory(std::int64_t bytes, const std::string& what, const DeviceInfo& dev) {
+  if (bytes <= dev.smem_optin_per_block) return Support::yes();
+  return Support::no("needs " + std::to_string(bytes) + " bytes of shared memory per block (" +
+                     what + "), but " + dev.name + " allows at most " +
+                     std::to_string(dev.smem_optin_per_block) + " (opt-in limit)");
+}
+
+Support fits_grid(std::int64_t blocks, std::int64_t max_blocks, const std::string& count) {
+  if (blocks <= max_blocks) return Support::yes();
+  return Support::no(count + " = " + std::to_string(blocks) +
+                     " thread blocks exceed the grid limit of " + std::to_string(max_blocks));
+}
+
 void require_aligned(std::string_view stage, const AttentionArgs& args, std::size_t bytes) {
   for (const void* ptr : {args.q, args.k, args.v, static_cast<const void*>(args.o)}) {
     if (reinterpret_cast<std::uintptr_t>(ptr) % bytes != 0) {

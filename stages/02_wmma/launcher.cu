@@ -22,13 +22,8 @@ class WmmaStage final : public Stage {
   }
 
   Support supports(const Problem& p, const DeviceInfo& dev) const override {
-    const int smem = wmma_stage::smem_bytes(static_cast<int>(p.head_dim));
-    if (smem > dev.smem_optin_per_block) {
-      return Support::no("head_dim " + std::to_string(p.head_dim) + " needs " +
-                         std::to_string(smem) + " bytes of shared memory per block; " + dev.name +
-                         " allows " + std::to_string(dev.smem_optin_per_block) + " (opt-in)");
-    }
-    return Support::yes();
+    return fits_shared_memory(wmma_stage::smem_bytes(static_cast<int>(p.head_dim)),
+                              "D " + std::to_string(p.head_dim), dev);
   }
 
   // fp32 S, then P in the dtype (rows padded to 8 elements) from the next 256-byte boundary.

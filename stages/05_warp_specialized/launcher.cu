@@ -57,21 +57,14 @@ class WarpSpecializedStage final : public Stage {
   }
 
   Support supports(const Problem& p, const DeviceInfo& dev) const override {
-    const std::size_t smem = smem_bytes(p.head_dim, wide_d128_fits(dev));
-    if (static_cast<std::int64_t>(smem) > dev.smem_optin_per_block) {
-      return Support::no("needs " + std::to_string(smem) + " bytes of shared memory per block (D " +
-                         std::to_string(p.head_dim) +
-                         ", a ring of 2 K/V stages and its barriers), but " + dev.name +
-                         " allows at most " + std::to_string(dev.smem_optin_per_block) +
-                         " (opt-in limit)");
-    }
-    const std::int64_t blocks = p.batch_heads() * tiles_q(p);
-    if (blocks > warp_specialized::kMaxBlocks) {
-      return Support::no("B*H*ceil(Sq/" + std::to_string(TileD64::Br) + ") = " +
-                         std::to_string(blocks) + " thread blocks exceed the grid limit of " +
-                         std::to_string(warp_specialized::kMaxBlocks));
-    }
-    return Support::yes();
+    const auto smem = static_cast<std::int64_t>(smem_bytes(p.head_dim, wide_d128_fits(dev)));
+    if (Support s = fits_shared_memory(
+            smem, "D " + std::to_string(p.head_dim) + ", a ring of 2 K/V stages and its barriers",
+            dev);
+        !s)
+      return s;
+    return fits_grid(p.batch_heads() * tiles_q(p), warp_specialized::kMaxBlocks,
+                     "B*H*ceil(Sq/" + std::to_string(TileD64::Br) + ")");
   }
 
   // Picks the D = 128 tile for this device and raises the dynamic shared-memory limit of every

@@ -58,20 +58,13 @@ class HopperStage final : public Stage {
           "architectures (sm_100+ has tcgen05 instead); " +
           dev.name + " is " + std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor));
     }
-    const std::size_t smem = smem_bytes(p.head_dim);
-    if (static_cast<std::int64_t>(smem) > dev.smem_optin_per_block) {
-      return Support::no("needs " + std::to_string(smem) + " bytes of shared memory per block (D " +
-                         std::to_string(p.head_dim) + ", Q and a ring of K/V stages), but " +
-                         dev.name + " allows at most " + std::to_string(dev.smem_optin_per_block) +
-                         " (opt-in limit)");
-    }
-    const std::int64_t blocks = p.batch_heads() * tiles_q(p);
-    if (blocks > hopper::kMaxBlocks) {
-      return Support::no(
-          "B*H*ceil(Sq/" + std::to_string(hopper::TileD64::Br) + ") = " + std::to_string(blocks) +
-          " thread blocks exceed the grid limit of " + std::to_string(hopper::kMaxBlocks));
-    }
-    return Support::yes();
+    const auto smem = static_cast<std::int64_t>(smem_bytes(p.head_dim));
+    if (Support s = fits_shared_memory(
+            smem, "D " + std::to_string(p.head_dim) + ", Q and a ring of K/V stages", dev);
+        !s)
+      return s;
+    return fits_grid(p.batch_heads() * tiles_q(p), hopper::kMaxBlocks,
+                     "B*H*ceil(Sq/" + std::to_string(hopper::TileD64::Br) + ")");
   }
 
   // Raise the dynamic shared-memory limit of every instantiation the device can hold; supports()

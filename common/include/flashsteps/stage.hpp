@@ -78,6 +78,12 @@ class Stage {
   virtual std::vector<KernelLaunchInfo> kernels(const Problem& p) const = 0;
 };
 
+/// Refuses a block that needs more dynamic shared memory than the device's opt-in limit, naming
+/// both numbers and the device; `what` says what the bytes hold ("D 128, a ring of 2 K/V stages").
+Support fits_shared_memory(std::int64_t bytes, const std::string& what, const DeviceInfo& dev);
+/// Refuses a grid of more than `max_blocks` blocks; `count` says how the number was made.
+Support fits_grid(std::int64_t blocks, std::int64_t max_blocks, const std::string& count);
+
 /// Throws std::invalid_argument naming the stage unless Q, K, V and O are `bytes`-aligned (kernels
 /// that move 16-byte pieces, cp.async and TMA need it; cudaMalloc gives 256 bytes, but a view into
 /// the middle of a tensor may not).
