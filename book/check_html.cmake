@@ -17,7 +17,7 @@ endif()
 set(broken "")
 foreach(page IN LISTS pages)
   file(READ "${page}" text)
-  if(text MATCHES "(\\\\_form#[0-9]+|@_fakenl|@(sub)*section [a-z]|@verbatim|@endverbatim)")
+  if(text MATCHES "(\\\\_form#[0-9]+|@_fakenl|@(sub)*section [a-z]|@verbatim|@endverbatim|<p >\\*\\*|</a>\\*\\*)")
     get_filename_component(name "${page}" NAME)
     list(APPEND broken "${name} ('${CMAKE_MATCH_1}')")
   endif()
@@ -25,6 +25,7 @@ endforeach()
 if(broken)
   list(JOIN broken ", " broken)
   message(FATAL_ERROR "book: Doxygen left unprocessed markup in ${broken}. Look for a \\ref or "
-                      "\\subpage whose quoted text spans a line break, or an unclosed \\f$ or "
-                      "code span, in the chapter before that point.")
+                      "\\subpage whose quoted text spans a line break, an unclosed \\f$ or code span, "
+                      "or bold (**) around a \\ref, code or math, in the chapter before that "
+                      "point.")
 endif()
