@@ -5,6 +5,8 @@
 #   runner_<stage>.txt     each stage's runner once: the check against the CPU reference, timing,
 #                          TFLOP/s, % of the measured GEMM peak, kernel resources
 #   ptxas_<stage>.txt      the build's ptxas resource report (registers, smem, spills per arch)
+#   sass_<stage>.txt       counts of the instructions each stage is about (HMMA, HGMMA, LDSM,
+#                          LDGSTS, UTMALDG, ...) in the binary's SASS, from cuobjdump
 #   bench_<stage>.json     Google Benchmark JSON at the canonical shapes, every stage and baseline
 #   peaks.json             the measured cuBLAS GEMM (fp16, bf16) and device-to-device copy peaks
 #   sdpa.json              PyTorch SDPA per backend (when torch is installed)
@@ -17,7 +19,7 @@
 #                      [--dtypes fp16,bf16] [--iters N]
 #   --compare   the main job only: build, run every stage, bench, print the table (no tests,
 #               sanitizers or profiles); the same as --steps runner,bench
-#   --steps     a comma-separated subset of runner,bench,tests,sanitizers,profile (default: all),
+#   --steps     a comma-separated subset of runner,sass,bench,tests,sanitizers,profile (default: all),
 #               so that a run can be split over several calls into the same --out folder
 # On a GPU host without a package registry, unpack the Debian packages first
 # (../shared/gpu/use-offline-deps.sh) and set FLASHSTEPS_NO_INSTALL=1.
@@ -27,7 +29,7 @@ set -uo pipefail
 want() { [[ ",$steps," == *",$1,"* ]]; }
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
-steps="runner,bench,tests,sanitizers,profile" out="" only_stages="" dtypes=fp16 iters=30
+steps="runner,sass,bench,tests,sanitizers,profile" out="" only_stages="" dtypes=fp16 iters=30
 while (($#)); do
   case "$1" in
     --compare) steps="runner,bench" ;;
@@ -86,6 +88,16 @@ want runner && for s in $stages baseline_cublas; do
     { echo "gpu-check: $s runner failed (see runner_$name.txt)"; status=1; }
   cp "build/gpu/resources/$name.ptxas.txt" "$out/ptxas_$name.txt" 2>/dev/null
 done
+
+# --- the SASS check: the instructions each stage exists to use ------------------------------------
+if want sass && command -v cuobjdump >/dev/null; then
+  for s in $stages; do
+    name=$(basename "$(ls -d stages/"${s#stage}"_* | head -n1)")
+    cuobjdump -sass "build/gpu/stages/$s" |
+      grep -oE '\b(HMMA|HGMMA|LDSM|LDGSTS|UTMALDG|UTMASTG|USETMAXREG|BAR|SYNCS)[.A-Z0-9]*' |
+      sort | uniq -c >"$out/sass_$name.txt" || { echo "gpu-check: cuobjdump failed on $s"; status=1; }
+  done
+fi
 
 # --- benches: peaks, every stage, the cuBLAS baseline, PyTorch SDPA ------------------------------
 if want bench || [[ ! -f "$out/peaks.json" ]]; then
