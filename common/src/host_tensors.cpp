@@ -45,11 +45,4 @@ HostInputs make_inputs(const Problem& p, std::uint64_t seed) {
   return in;
 }
 
-std::vector<double> to_double(const std::vector<std::uint16_t>& bits, DType t) {
-  std::vector<double> out(bits.size());
-  for (std::size_t i = 0; i < bits.size(); ++i)
-    out[i] = bits_to_float(bits[i], t);
-  return out;
-}
-
 }  // namespace flashsteps

@@ -115,20 +115,6 @@ __device__ __forceinline__ void wait_phase(Barrier& bar, std::uint32_t parity) {
 }
 //! [barriers]
 
-// The 16-bit pattern of an fp16 / bf16 value, and two values packed into one 32-bit word, the
-// lower address in the low half (little-endian), as a 16-byte store wants them.
-template <class T>
-__device__ __forceinline__ std::uint32_t bits16(T x) {
-  if constexpr (std::is_same_v<T, __half>)
-    return __half_as_ushort(x);
-  else
-    return __bfloat16_as_ushort(x);
-}
-template <class T>
-__device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
-  return bits16(from_f32<T>(lo)) | (bits16(from_f32<T>(hi)) << 16);
-}
-
 //! [load_tile_async]
 // Issues the copy of rows [row0, row0 + kRows) of one head's (n_rows, D) matrix into a padded
 // shared-memory tile and returns without waiting, split over kCopyThreads threads of which the

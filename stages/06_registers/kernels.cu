@@ -417,10 +417,10 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocksPerSm)
 #pragma unroll
     for (int kk = 0; kk < kPK; ++kk) {
       const std::uint32_t p_frag[4] = {// (16, 16) dtype of P_ij: keys 16kk..16kk+15, the A fragment
-                                       ptx::pack2<T>(s_acc[2 * kk][0], s_acc[2 * kk][1]),
-                                       ptx::pack2<T>(s_acc[2 * kk][2], s_acc[2 * kk][3]),
-                                       ptx::pack2<T>(s_acc[2 * kk + 1][0], s_acc[2 * kk + 1][1]),
-                                       ptx::pack2<T>(s_acc[2 * kk + 1][2], s_acc[2 * kk + 1][3])};
+                                       pack2<T>(s_acc[2 * kk][0], s_acc[2 * kk][1]),
+                                       pack2<T>(s_acc[2 * kk][2], s_acc[2 * kk][3]),
+                                       pack2<T>(s_acc[2 * kk + 1][0], s_acc[2 * kk + 1][1]),
+                                       pack2<T>(s_acc[2 * kk + 1][2], s_acc[2 * kk + 1][3])};
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         std::uint32_t vb[4];  // (16 keys, 16 d) of V_j: B fragments of O's n8 tiles 2dp, 2dp+1
@@ -466,9 +466,9 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocksPerSm)
 #pragma unroll
   for (int n = 0; n < kON; ++n) {
     *reinterpret_cast<std::uint32_t*>(sO + swizzle<D>(g, n) + 2 * t) =
-        ptx::pack2<T>(o_acc[n][0] * inv_l[0], o_acc[n][1] * inv_l[0]);
+        pack2<T>(o_acc[n][0] * inv_l[0], o_acc[n][1] * inv_l[0]);
     *reinterpret_cast<std::uint32_t*>(sO + swizzle<D>(g + 8, n) + 2 * t) =
-        ptx::pack2<T>(o_acc[n][2] * inv_l[1], o_acc[n][3] * inv_l[1]);
+        pack2<T>(o_acc[n][2] * inv_l[1], o_acc[n][3] * inv_l[1]);
   }
   // (E) The staged strip is visible to all of the warp's lanes (only this warp reads it).
   __syncwarp();

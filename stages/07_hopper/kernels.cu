@@ -435,10 +435,10 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       // pairs, no data crosses lanes.
 #pragma unroll
       for (int kk = 0; kk < Tile::kPV; ++kk) {
-        p_frag[kk][0] = ptx::pack2<T>(s_acc[8 * kk + 0], s_acc[8 * kk + 1]);  // row g, keys 2t..
-        p_frag[kk][1] = ptx::pack2<T>(s_acc[8 * kk + 2], s_acc[8 * kk + 3]);  // row g + 8
-        p_frag[kk][2] = ptx::pack2<T>(s_acc[8 * kk + 4], s_acc[8 * kk + 5]);  // row g, keys 8+2t..
-        p_frag[kk][3] = ptx::pack2<T>(s_acc[8 * kk + 6], s_acc[8 * kk + 7]);  // row g + 8
+        p_frag[kk][0] = pack2<T>(s_acc[8 * kk + 0], s_acc[8 * kk + 1]);  // row g, keys 2t..
+        p_frag[kk][1] = pack2<T>(s_acc[8 * kk + 2], s_acc[8 * kk + 3]);  // row g + 8
+        p_frag[kk][2] = pack2<T>(s_acc[8 * kk + 4], s_acc[8 * kk + 5]);  // row g, keys 8+2t..
+        p_frag[kk][3] = pack2<T>(s_acc[8 * kk + 6], s_acc[8 * kk + 7]);  // row g + 8
       }
       //! [p_in_registers]
     };
@@ -503,7 +503,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         unsigned char* dst = sO + (col / kBlockCols) * Tile::kQBlockBytes +
                              swizzled_offset(strip_row[h], col % kBlockCols);
         *reinterpret_cast<std::uint32_t*>(dst) =
-            ptx::pack2<T>(o_acc[4 * n + 2 * h] * inv_l[h], o_acc[4 * n + 2 * h + 1] * inv_l[h]);
+            pack2<T>(o_acc[4 * n + 2 * h] * inv_l[h], o_acc[4 * n + 2 * h + 1] * inv_l[h]);
       }
     }
     // Ordinary stores read next by the copy engine (async proxy): each writer fences, then the

@@ -33,7 +33,4 @@ struct HostInputs {
 /// K gives scores a nonzero mean, as real attention has. Same seed, same tensors.
 HostInputs make_inputs(const Problem& p, std::uint64_t seed);
 
-/// Decodes a dtype tensor to doubles.
-std::vector<double> to_double(const std::vector<std::uint16_t>& bits, DType t);
-
 }  // namespace flashsteps

@@ -82,6 +82,21 @@ __host__ __device__ inline T from_f32(float x) {
     return __float2bfloat16_rn(x);
 }
 
+/// Two fp32 values rounded to T and packed into one 32-bit word (.f16x2 / .bf16x2), `lo` in the low
+/// half: the lower address of a 16-byte store, and the lower column of an mma fragment register.
+/// One cvt.rn.f16x2.f32 / cvt.rn.bf16x2.f32; each half rounds exactly as from_f32<T> does.
+template <class T>
+__device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const __half2 h = __floats2half2_rn(lo, hi);  // .x = lo, .y = hi
+    return std::uint32_t{__half_as_ushort(h.x)} | (std::uint32_t{__half_as_ushort(h.y)} << 16);
+  } else {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return std::uint32_t{__bfloat16_as_ushort(h.x)} |
+           (std::uint32_t{__bfloat16_as_ushort(h.y)} << 16);
+  }
+}
+
 template <class T>
 constexpr const char* dtype_name() {
   return std::is_same_v<T, __half> ? "fp16" : "bf16";

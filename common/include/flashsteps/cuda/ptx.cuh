@@ -103,21 +103,6 @@ __device__ __forceinline__ float ex2_approx_ftz(float x) {
 }
 //! [ptx]
 
-/// Two fp32 values rounded to T and packed into one .f16x2 / .bf16x2 register, `lo` in the low
-/// half: the element with the lower column index, as the fragment layouts above want it.
-/// (Not PTX: cvt.rn.f16x2.f32 / cvt.rn.bf16x2.f32 through the CUDA intrinsics.)
-template <class T>
-__device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __half>) {
-    const __half2 h = __floats2half2_rn(lo, hi);  // .x = lo, .y = hi: one cvt.rn.f16x2.f32
-    return std::uint32_t{__half_as_ushort(h.x)} | (std::uint32_t{__half_as_ushort(h.y)} << 16);
-  } else {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);  // one cvt.rn.bf16x2.f32
-    return std::uint32_t{__bfloat16_as_ushort(h.x)} |
-           (std::uint32_t{__bfloat16_as_ushort(h.y)} << 16);
-  }
-}
-
 // =================================================================================================
 // Hopper (sm_90a) — stage 07. CCCL's cuda::ptx covers TMA (cp.async.bulk.tensor), the mbarrier
 // expect_tx / try_wait.parity forms and the proxy fences, and stage 07 calls those directly. It
