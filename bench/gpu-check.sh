@@ -33,6 +33,7 @@
 # book/data/) into book/data/CURRENT; the book's tables and plots are generated from it.
 set -uo pipefail
 want() { [[ ",$steps," == *",$1,"* ]]; }
+invocation="$0 $*"  # for provenance.json, before the arguments are consumed
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
 steps="runner,sass,bench,tests,sanitizers,profile" out="" only_stages="" dtypes=fp16 iters=30
@@ -146,7 +147,7 @@ if want bench && [[ -f bench/sdpa/sdpa_bench.py ]]; then
 fi
 
 # --- provenance ------------------------------------------------------------------------------------
-python3 - "$out" "$commit" "$smi_csv" "$0 $*" <<'PY' || status=1
+python3 - "$out" "$commit" "$smi_csv" "$invocation" <<'PY' || status=1
 import json, sys, datetime
 out, commit, smi, command = sys.argv[1:5]
 ctx = json.load(open(f"{out}/peaks.json"))["context"]

@@ -56,6 +56,7 @@
 // cp.async). Not yet: O and P still make a shared-memory round trip per tile (stage 06); the
 // copies are per-thread cp.async, not the Tensor Memory Accelerator (stage 07).
 // =================================================================================================
+#include <cuda_pipeline_primitives.h>  // __pipeline_memcpy_async: cp.async with zero fill
 #include <mma.h>
 #include <cuda/barrier>
 #include <cuda/pipeline>
@@ -121,9 +122,12 @@ __device__ __forceinline__ void wait_phase(Barrier& bar, std::uint32_t parity) {
 // caller is number `rank` (stage 04: always the whole block; now the producer warp for K and V,
 // and each consumer warp for its own rows of Q). One cp.async (cp.async.cg: 16 bytes, through L2,
 // past L1 and the register file) per thread and step, consecutive threads on consecutive 16-byte
-// pieces of a row (coalesced). Rows at or past n_rows — the ragged tail — are never read: the
-// thread stores zeros there with an ordinary shared-memory store instead (a stale NaN in V would
-// survive the multiplication by a masked p = 0).
+// pieces of a row (coalesced). Rows at or past n_rows — the ragged tail — are never read: their
+// pieces are zero-filled (a stale NaN in V would survive the multiplication by a masked p = 0).
+// Stage 04 stored those zeros with ordinary stores; here they are written by the copy unit too
+// (cp.async with a source size of 0, which reads nothing and fills all 16 bytes with zeros), so
+// that every write into a stage is an asynchronous copy — the only kind that full[s] tracks (see
+// the producer).
 // The thread's pieces are the same as stage 04's (piece rank + step * kCopyThreads), written as
 // one column c and rows r0, r0 + kRowsPerStep, ...: every step's addresses are then one base plus
 // a constant. Written as stage 04 wrote it, the producer's 32-64 steps per tile made the compiler
@@ -148,7 +152,9 @@ __device__ __forceinline__ void load_tile_async(T* __restrict__ dst, int ld,
       cuda::memcpy_async(piece, src_piece + step * kRowsPerStep * Tile::D,
                          cuda::aligned_size_t<16>(16), pipe);
     } else {
-      *reinterpret_cast<uint4*>(piece) = make_uint4(0u, 0u, 0u, 0u);
+      // The toolkit's pipeline primitive with zfill = 16: cp.async.cg [piece], [src], 16, 0. The
+      // source must still be a valid address, though nothing is read: the head's first row.
+      __pipeline_memcpy_async(piece, src, 16, /*zfill=*/16);
     }
   }
 }
@@ -268,14 +274,12 @@ __global__ void __launch_bounds__(Tile::kThreads)
                                                         rank, pipe);  // K_j (Bc, D)
       load_tile_async<Tile, Bc, Tile::kProducerThreads>(stage_v(s), kLdKV, v_head, j * Bc, sh.skv,
                                                         rank, pipe);  // V_j (Bc, D)
-      // Announce tile j on full[s] without waiting for it. pipeline_producer_commit binds this
-      // thread's copies so far to the barrier (cp.async.mbarrier.arrive): the barrier expects one
-      // more arrival, which the hardware makes when those copies have landed. arrive() is this
-      // thread's own arrival; it has release semantics, so the zero rows it stored for a ragged
-      // tail are visible to whoever sees the phase complete. The phase therefore completes when
-      // all producer threads have arrived and all their copies have landed.
-      cuda::pipeline_producer_commit(pipe, full[s]);
-      (void)full[s].arrive();
+      // Announce tile j on full[s] without waiting for it: cp.async.mbarrier.arrive.noinc makes
+      // this thread's arrival on full[s] asynchronous — the hardware makes it once all of the
+      // thread's copies issued so far have landed. It is one of the kProducerThreads arrivals the
+      // barrier expects (.noinc: it does not add one more), so the phase completes when every
+      // producer thread's copies into the stage have landed, zero-filled rows included.
+      cuda::ptx::cp_async_mbarrier_arrive_noinc(cuda::device::barrier_native_handle(full[s]));
     }
     // No copy outlives the thread that issued it: close the copies in one group and wait for it
     // (they are the last tile's, which the consumers are waiting for anyway).
