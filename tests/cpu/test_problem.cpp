@@ -59,7 +59,7 @@ TEST_CASE("sizes whose element count overflows 64-bit offsets are refused") {
   CHECK_THAT(validate(p), Catch::Contains("grid limit"));
 }
 
-TEST_CASE("a bad scale is refused; 0 means 1/sqrt(D)") {
+TEST_CASE("a bad scale is refused and a scale of 0 means 1/sqrt(D)") {
   Problem p = good();
   p.scale = -1.0f;
   CHECK_FALSE(validate(p).empty());
