@@ -3,8 +3,9 @@
 //
 //   fs_table table RUN_DIR [--format console|markdown] [--dtype fp16|bf16] [-o FILE]
 //   fs_table book RUN_DIR OUT_DIR [--dtype fp16|bf16] [--plots DIR] [--metrics FILE]
-//                                 [--gnuplot PROGRAM]
+//                                 [--gnuplot PROGRAM] [--stages DIR]
 //   fs_table ncu-diff BEFORE.csv AFTER.csv [--format console|markdown] [--metrics FILE]
+//   fs_table status RUN_DIR [--readme FILE [--check]]
 //
 // RUN_DIR is a run folder, or book/data itself: then its CURRENT file names the run.
 // Exit codes: 0 ok; 1 bad input, or (table) no measurement to show; 2 bad command line.
@@ -17,6 +18,7 @@
 #include "fs_table/compare.hpp"
 #include "fs_table/ncu.hpp"
 #include "fs_table/run.hpp"
+#include "fs_table/status.hpp"
 
 namespace {
 
@@ -68,6 +70,31 @@ int ncu_diff_command(const std::string& before, const std::string& after, const 
   return 0;
 }
 
+// README's status table: printed, written into README's status block, or (--check) compared
+// with it.
+int status_command(const std::string& run_dir, const std::string& readme_file, bool check) {
+  const RunData run = load_run(run_dir);
+  const std::string block = status_block(run);
+  if (readme_file.empty()) {
+    std::cout << block;
+    return 0;
+  }
+  std::ifstream in(readme_file, std::ios::binary);
+  if (!in) throw InputError("cannot read " + readme_file);
+  const std::string old((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string updated = replace_status_block(old, block);
+  if (check) {
+    if (updated == old) return 0;
+    std::cerr << "fs_table: " << readme_file << "'s status table is not what "
+              << (run.empty() ? std::string("the absence of a run") : "run " + run.label)
+              << " gives; regenerate it with: fs_table status " << run_dir << " --readme "
+              << readme_file << '\n';
+    return kExitInput;
+  }
+  emit(updated, readme_file);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -83,6 +110,7 @@ int main(int argc, char** argv) {
   std::string before, after, gnuplot = "gnuplot";
   std::string plots_dir = FS_TABLE_BENCH_DIR "/plots";
   std::string metrics_file = FS_TABLE_BENCH_DIR "/ncu-metrics.txt";
+  std::string stages_dir = FS_TABLE_STAGES_DIR;
 
   auto* table = app.add_subcommand("table", "print the comparison of every stage and baseline");
   table->add_option("RUN_DIR", run_dir, "run folder, or book/data (its CURRENT names the run)")
@@ -105,6 +133,8 @@ int main(int argc, char** argv) {
   book->add_option("--metrics", metrics_file, "the Nsight Compute metric set")
       ->capture_default_str();
   book->add_option("--gnuplot", gnuplot, "gnuplot program")->capture_default_str();
+  book->add_option("--stages", stages_dir, "folder of the stage folders (their predictions.csv)")
+      ->capture_default_str();
 
   auto* diff = app.add_subcommand("ncu-diff", "compare two Nsight Compute CSVs metric by metric");
   diff->add_option("BEFORE", before, "ncu CSV of the earlier stage")->required();
@@ -115,6 +145,15 @@ int main(int argc, char** argv) {
   diff->add_option("--metrics", metrics_file, "the Nsight Compute metric set")
       ->capture_default_str();
 
+  std::string readme_file;
+  bool check = false;
+  auto* status = app.add_subcommand(
+      "status", "README's status table (GPU suite, sanitizers, speed per stage) from a run");
+  status->add_option("RUN_DIR", run_dir, "run folder, or book/data (its CURRENT names the run)")
+      ->required();
+  status->add_option("--readme", readme_file, "rewrite the status block of this README in place");
+  status->add_flag("--check", check, "with --readme: only compare, exit 1 when it differs");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -124,11 +163,13 @@ int main(int argc, char** argv) {
   try {
     if (*table) return table_command(run_dir, format, dtype, out_file);
     if (*diff) return ncu_diff_command(before, after, format, metrics_file);
+    if (*status) return status_command(run_dir, readme_file, check);
     BookOptions opt;
     opt.run_dir = run_dir;
     opt.out_dir = out_dir;
     opt.plots_dir = plots_dir;
     opt.metrics_file = metrics_file;
+    opt.stages_dir = stages_dir;
     opt.gnuplot = gnuplot;
     opt.dtype = *parse_dtype(dtype);
     const BookResult r = write_book(opt);

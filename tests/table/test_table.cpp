@@ -454,7 +454,7 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
   std::vector<std::string> expected = {"table_all.md",    "provenance.md",   "plot_stages.dat",
                                        "plot_stages.png", "plot_seqlen.dat", "plot_seqlen.png"};
   for (std::string_view s : kStages) {
-    for (const char* kind : {"table_", "ncu_", "ncu_diff_"}) {
+    for (const char* kind : {"table_", "ncu_", "ncu_diff_", "verdict_"}) {
       expected.push_back(kind + std::string(s) + ".md");
     }
   }

@@ -13,6 +13,7 @@
 #include "fs_table/compare.hpp"
 #include "fs_table/ncu.hpp"
 #include "fs_table/run.hpp"
+#include "fs_table/verdict.hpp"
 
 extern char** environ;
 
@@ -453,6 +454,23 @@ BookResult write_book(const BookOptions& opt) {
     w.write("table_" + stage + ".md", md(run_caption(run)) + "\n\n" + timing);
     w.write("ncu_" + stage + ".md", ncu_page(run, stage, metrics));
     w.write("ncu_diff_" + stage + ".md", ncu_diff_page(run, stage, metrics));
+  }
+  for (std::string_view s : kStages) {
+    const std::string stage(s);
+    const auto predictions = load_predictions(opt.stages_dir / stage / "predictions.csv");
+    if (run.empty()) {
+      w.write("verdict_" + stage + ".md",
+              no_measurement(plain("the predictions of ") + code(stage) +
+                             plain(" against a measurement")));
+    } else if (predictions.empty()) {
+      w.write("verdict_" + stage + ".md",
+              md(code(stage) + plain(" records no predictions (") +
+                 code("stages/" + stage + "/predictions.csv") + plain(").")) +
+                  "\n");
+    } else {
+      w.write("verdict_" + stage + ".md",
+              md(run_caption(run)) + "\n\n" + md(verdict_table(run, stage, predictions)));
+    }
   }
   write_plots(opt, run, w);
   return {w.written(), run.missing_reason, run.warnings};

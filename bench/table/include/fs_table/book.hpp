@@ -5,6 +5,7 @@
 //   provenance.md           where and how the run was measured
 //   ncu_<stage>.md          the fixed Nsight Compute metric set of one stage
 //   ncu_diff_<stage>.md     stage N against stage N-1, metric by metric
+//   verdict_<stage>.md      the stage's predictions against the run (fs_table/verdict.hpp)
 //   plot_stages.dat/.png    TFLOP/s of every backend at each sweep shape (bench/plots/*.gp)
 //   plot_seqlen.dat/.png    TFLOP/s against S for the last stages and the baselines
 //
@@ -26,6 +27,7 @@ struct BookOptions {
   std::filesystem::path out_dir;
   std::filesystem::path plots_dir;     ///< bench/plots: the gnuplot scripts
   std::filesystem::path metrics_file;  ///< bench/ncu-metrics.txt
+  std::filesystem::path stages_dir;    ///< stages/: each stage's predictions.csv
   std::string gnuplot = "gnuplot";
   DType dtype = DType::fp16;
 };

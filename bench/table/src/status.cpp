@@ -1,0 +1,140 @@
+// fs_table/src/status.cpp — README's status table from a run (see fs_table/status.hpp).
+#include "fs_table/status.hpp"
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "fs_table/book.hpp"
+#include "fs_table/compare.hpp"
+
+namespace flashsteps::table {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> lines_of(const fs::path& file) {
+  std::vector<std::string> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    out.push_back(line);
+  }
+  return out;
+}
+
+}  // namespace
+
+SuiteResult suite_result(const RunData& run, std::string_view stage) {
+  using State = SuiteResult::State;
+  const auto lines = lines_of(run.dir / "tests.log");
+  // The test binaries' own output: "=== test_<stage>: exit <rc>" closes each binary's output,
+  // whose Catch2 summary ("All tests passed (...)" or "test cases: ...") comes just before.
+  const std::regex marker("^=== test_(\\S+): exit (\\d+)$");
+  const std::regex passed("^All tests passed \\((.*)\\)$");
+  // ctest's: "  n/m Test #k: gpu.<stage> ......   Passed    1.23 sec" (or ***Failed, ***Skipped).
+  const std::regex ctest("Test +#\\d+: gpu\\.(\\S+) \\.+ *(\\**)(Passed|Failed|Skipped)");
+  std::string summary;
+  std::smatch m;
+  for (const std::string& line : lines) {
+    if (std::regex_search(line, m, passed)) summary = m[1];
+    if (std::regex_match(line, m, marker)) {
+      if (m[1].str() == stage) {
+        if (m[2] == "0") return {State::passed, summary};
+        if (m[2] == "77") return {State::skipped, "no suitable GPU"};
+        return {State::failed, "exit " + m[2].str()};
+      }
+      summary.clear();
+    }
+    if (std::regex_search(line, m, ctest) && m[1].str() == stage) {
+      if (m[3] == "Passed") return {State::passed, ""};
+      if (m[3] == "Skipped") return {State::skipped, ""};
+      return {State::failed, ""};
+    }
+  }
+  return {};
+}
+
+std::optional<SanitizerResult> sanitizer_result(const RunData& run, std::string_view stage) {
+  const fs::path log = run.dir / ("sanitizers_" + std::string(stage) + ".log");
+  if (!fs::exists(log)) return std::nullopt;
+  SanitizerResult r;
+  for (const std::string& line : lines_of(log)) {
+    if (line.rfind("=== exit ", 0) != 0) continue;
+    ++r.runs;
+    if (line != "=== exit 0") ++r.failures;
+  }
+  return r;
+}
+
+Table status_table(const RunData& run) {
+  using State = SuiteResult::State;
+  const Problem shape = *parse_problem_name(kStatusShape);
+  Table t;
+  t.caption = plain("Each stage on this run; speed at ") + code(std::string(kStatusShape)) +
+              plain(" (fp16, D = 128, S = 2048, not causal)");
+  t.header = {plain("stage"),   plain("GPU suite"),     plain("sanitizers"),
+              plain("TFLOP/s"), plain("vs sdpa_flash"), plain("vs sdpa_cudnn")};
+  t.numeric = {false, false, false, true, true, true};
+  Footnotes notes;
+  std::vector<std::string> rows(std::begin(kStages), std::end(kStages));
+  rows.insert(rows.end(), std::begin(kBaselines), std::end(kBaselines));
+  for (const std::string& b : rows) {
+    const bool sdpa = b.rfind("sdpa_", 0) == 0;  // timed only: no suite, no sanitizers
+    std::vector<Text> row{code(b)};
+    if (sdpa) {
+      row.push_back(plain("-"));
+      row.push_back(plain("-"));
+    } else {
+      const SuiteResult s = suite_result(run, b);
+      const char* state = s.state == State::passed    ? "passed"
+                          : s.state == State::failed  ? "FAILED"
+                          : s.state == State::skipped ? "skipped"
+                                                      : "not run";
+      row.push_back(plain(state));
+      const auto san = sanitizer_result(run, b);
+      row.push_back(!san            ? plain("not run")
+                    : san->failures ? plain(std::to_string(san->failures) + " of " +
+                                            std::to_string(san->runs) + " runs FAILED")
+                                    : plain(std::to_string(san->runs) + " runs, 0 errors"));
+    }
+    const TimeLookup t_b = lookup_time(run, b, shape);
+    row.push_back(t_b.m ? plain(fmt_sig(t_b.m->flops_per_second() / 1e12))
+                        : notes.mark(t_b.reason));
+    for (const char* ref : {"sdpa_flash", "sdpa_cudnn"}) {
+      const TimeLookup t_r = lookup_time(run, ref, shape);
+      row.push_back(t_b.m && t_r.m ? plain(fmt_ratio(speedup(t_r.m->median_ms, t_b.m->median_ms)))
+                                   : plain("-"));
+    }
+    t.rows.push_back(std::move(row));
+  }
+  t.notes = notes.notes();
+  return t;
+}
+
+std::string status_block(const RunData& run) {
+  if (run.empty()) {
+    return render(plain("No GPU run is committed yet: every stage compiles and passes the CPU "
+                        "tests, but none has run on a GPU. Run ") +
+                      code(kGpuCheckCommand) + plain(" on a GPU host to produce one."),
+                  Format::markdown) +
+           "\n";
+  }
+  return render(run_caption(run), Format::markdown) + "\n\n" +
+         render(status_table(run), Format::markdown);
+}
+
+std::string replace_status_block(const std::string& readme, const std::string& block) {
+  const std::size_t begin = readme.find(kStatusBegin);
+  const std::size_t end = readme.find(kStatusEnd);
+  if (begin == std::string::npos || end == std::string::npos || end < begin) {
+    throw InputError("the README has no status block: put the line '" + std::string(kStatusBegin) +
+                     "' and, below it, '" + std::string(kStatusEnd) + "' where it belongs");
+  }
+  const std::size_t body = begin + kStatusBegin.size();
+  return readme.substr(0, body) + "\n" + block + (block.ends_with('\n') ? "" : "\n") +
+         readme.substr(end);
+}
+
+}  // namespace flashsteps::table

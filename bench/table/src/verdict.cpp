@@ -1,0 +1,221 @@
+// fs_table/src/verdict.cpp — predictions against a run (see fs_table/verdict.hpp).
+#include "fs_table/verdict.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "fs_table/compare.hpp"
+#include "fs_table/ncu.hpp"
+
+namespace flashsteps::table {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// One CSV line into fields: commas separate, double quotes enclose a field that holds commas
+// ("" inside quotes is one quote).
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+      out.back() += '"';
+      ++i;
+    } else if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ',' && !quoted) {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out(1);
+  for (char c : s) {
+    if (c == sep) {
+      out.emplace_back();
+    } else {
+      out.back().push_back(c);
+    }
+  }
+  return out;
+}
+
+std::optional<double> to_number(const std::string& s) {
+  std::size_t used = 0;
+  try {
+    const double x = std::stod(s, &used);
+    if (used == s.size() && std::isfinite(x)) return x;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+// The measure's kind and arguments, or an error message.
+struct MeasureSpec {
+  std::string kind;
+  std::vector<std::string> args;
+};
+std::optional<std::string> check_measure(const std::string& m, MeasureSpec* spec) {
+  auto parts = split(m, ':');
+  spec->kind = parts.front();
+  spec->args.assign(parts.begin() + 1, parts.end());
+  struct Kind {
+    const char* name;
+    std::size_t args;
+  };
+  const Kind kinds[] = {
+      {"tflops", 1}, {"pct_peak", 1}, {"speedup", 2}, {"ncu", 1}, {"ncu_ratio", 2}};
+  for (const Kind& k : kinds) {
+    if (spec->kind != k.name) continue;
+    if (spec->args.size() != k.args) {
+      return "'" + m + "': " + k.name + " takes " + std::to_string(k.args) + " argument(s)";
+    }
+    for (const std::string& a : spec->args) {
+      if (a.empty()) return "'" + m + "': an empty argument";
+    }
+    const bool shape_last =
+        spec->kind == "tflops" || spec->kind == "pct_peak" || spec->kind == "speedup";
+    if (shape_last && !parse_problem_name(spec->args.back())) {
+      return "'" + m + "': '" + spec->args.back() +
+             "' is not a shape name (b<B>_h<H>_sq<Sq>_skv<Skv>_d<D>_<dtype>[_causal])";
+    }
+    return std::nullopt;
+  }
+  return "'" + m + "': unknown measure (tflops, pct_peak, speedup, ncu, ncu_ratio)";
+}
+
+Measured missing(std::string why) {
+  return {std::nullopt, "", std::move(why)};
+}
+
+Measured ncu_value(const RunData& run, const std::string& stage, const std::string& metric) {
+  const fs::path csv = run.dir / ("ncu_" + stage + ".csv");
+  if (!fs::exists(csv)) return missing("no " + csv.filename().string());
+  const MetricValue v = stage_value(profiled_pass(load_ncu_csv(csv)), metric);
+  if (!v.value) return missing(metric + " not in " + csv.filename().string());
+  return {v.value, v.unit, ""};
+}
+
+}  // namespace
+
+std::vector<Prediction> parse_predictions(std::istream& in, const std::string& source) {
+  std::vector<Prediction> out;
+  std::string line;
+  bool header_seen = false;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos || line[0] == '#') continue;
+    const auto where = [&] { return source + ":" + std::to_string(n) + ": "; };
+    const auto f = csv_fields(line);
+    if (!header_seen) {
+      if (f != std::vector<std::string>{"measure", "low", "high", "claim"}) {
+        throw InputError(where() + "the first line must be 'measure,low,high,claim'");
+      }
+      header_seen = true;
+      continue;
+    }
+    if (f.size() != 4)
+      throw InputError(where() + "expected 4 fields, found " + std::to_string(f.size()));
+    Prediction p;
+    p.measure = f[0];
+    p.claim = f[3];
+    p.line = n;
+    MeasureSpec spec;
+    if (const auto err = check_measure(p.measure, &spec)) throw InputError(where() + *err);
+    const auto lo = to_number(f[1]), hi = to_number(f[2]);
+    if (!lo || !hi) throw InputError(where() + "low and high must be numbers");
+    if (*lo > *hi) throw InputError(where() + "low is above high");
+    if (p.claim.empty()) throw InputError(where() + "the claim is empty");
+    p.low = *lo;
+    p.high = *hi;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<Prediction> load_predictions(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) return {};
+  return parse_predictions(in, file.string());
+}
+
+Measured measure(const RunData& run, const std::string& stage, const std::string& m) {
+  MeasureSpec spec;
+  if (const auto err = check_measure(m, &spec)) throw InputError(*err);
+  if (spec.kind == "ncu") return ncu_value(run, stage, spec.args[0]);
+  if (spec.kind == "ncu_ratio") {
+    const Measured a = ncu_value(run, stage, spec.args[1]);
+    const Measured b = ncu_value(run, spec.args[0], spec.args[1]);
+    if (!a.value) return a;
+    if (!b.value) return b;
+    if (*b.value == 0) return missing(spec.args[0] + "'s " + spec.args[1] + " is 0");
+    return {*a.value / *b.value, "x", ""};
+  }
+  const Problem shape = *parse_problem_name(spec.args.back());
+  const TimeLookup t = lookup_time(run, stage, shape);
+  if (!t.m) return missing(render(t.reason, Format::console));
+  if (spec.kind == "tflops") return {t.m->flops_per_second() / 1e12, "TFLOP/s", ""};
+  if (spec.kind == "pct_peak") {
+    const PeakLookup peak = lookup_gemm_peak(run, shape.dtype);
+    if (!peak.flops_per_second) return missing(render(peak.reason, Format::console));
+    return {percent_of_peak(t.m->flops_per_second(), *peak.flops_per_second), "%", ""};
+  }
+  const TimeLookup ref = lookup_time(run, spec.args[0], shape);  // speedup
+  if (!ref.m) return missing(spec.args[0] + ": " + render(ref.reason, Format::console));
+  return {speedup(ref.m->median_ms, t.m->median_ms), "x", ""};
+}
+
+Verdict judge(const Prediction& p, const Measured& m) {
+  if (!m.value) return Verdict::unmeasured;
+  if (*m.value < p.low) return Verdict::below;
+  if (*m.value > p.high) return Verdict::above;
+  return Verdict::within;
+}
+
+std::string verdict_text(const Prediction& p, const Measured& m) {
+  const auto off = [](double x, double end) {
+    return end == 0 ? std::string()
+                    : " by " + fmt_percent(100.0 * std::fabs(x - end) / std::fabs(end));
+  };
+  switch (judge(p, m)) {
+    case Verdict::within:
+      return "as predicted";
+    case Verdict::below:
+      return "below the range" + off(*m.value, p.low);
+    case Verdict::above:
+      return "above the range" + off(*m.value, p.high);
+    case Verdict::unmeasured:
+      break;
+  }
+  return "not measured: " + m.reason;
+}
+
+Table verdict_table(const RunData& run, const std::string& stage,
+                    const std::vector<Prediction>& predictions) {
+  Table t;
+  t.caption = plain("Predictions of ") + code(stage) +
+              plain(" (its kernel header, written before any GPU run) against this run");
+  t.header = {plain("prediction"), plain("measure"), plain("predicted"), plain("measured"),
+              plain("verdict")};
+  t.numeric = {false, false, true, true, false};
+  for (const Prediction& p : predictions) {
+    const Measured m = measure(run, stage, p.measure);
+    // Units as the other tables print them: ratios "1.92x", the metric's own unit otherwise.
+    const auto num = [&](double x) {
+      return m.unit == "x" ? fmt_ratio(x) : format_metric({x, m.unit});
+    };
+    const std::string range = p.low == p.high ? num(p.low) : num(p.low) + " to " + num(p.high);
+    t.rows.push_back({plain(p.claim), code(p.measure), plain(range),
+                      plain(m.value ? num(*m.value) : "-"), plain(verdict_text(p, m))});
+  }
+  return t;
+}
+
+}  // namespace flashsteps::table
