@@ -8,7 +8,7 @@
 #            -- --batch 16 --heads 16 --seq 4096 --dim 128 --causal
 #
 # 1. Checks with `ncu --query-metrics` that this GPU has every metric of the set and stops,
-#    naming the missing ones; a metric marked `optional` (the Hopper wgmma pipe) is dropped
+#    naming the missing ones; a metric marked `optional` (the Hopper wgmma instruction count) is dropped
 #    instead, and the drop is recorded. launch__* metrics are launch attributes, not hardware
 #    counters, and are not checked.
 # 2. Runs the stage under ncu with --clock-control none (clocks as in the bench). Unless given,

@@ -356,12 +356,12 @@ TEST_CASE("ncu diff: percentages change in points, counters relatively", "[ncu]"
   CHECK(cell(t, "Kernel duration", "change") == "-50.0%");
   CHECK(cell(t, "DRAM bytes read", "change") == "-87.5%");
   CHECK(cell(t, "DRAM throughput (% of peak)", "change") == "-15.0 pt");
-  CHECK(cell(t, "Tensor pipe, mma.sync/WMMA (% of peak)", "change") == "+35.0 pt");
+  CHECK(cell(t, "Tensor pipe: mma.sync/WMMA, and wgmma on Hopper (% of peak)", "change") == "+35.0 pt");
   CHECK(cell(t, "Registers per thread", "change") == "+64");
   CHECK(cell(t, "Shared-memory bank conflicts, loads", "change") == "-83.3%");
   CHECK(cell(t, "DRAM bytes written", "change") == "-");
   CHECK(note_of(t, cell(t, "DRAM bytes written", "02_wmma")) == "not in the profile");
-  CHECK(note_of(t, cell(t, "Tensor pipe, wgmma, Hopper only (% of peak)", "02_wmma")) ==
+  CHECK(note_of(t, cell(t, "wgmma instructions (Hopper only)", "02_wmma")) ==
         "optional metric, not available on the profiled GPU");
 
   CHECK(format_change({1.0, "%"}, {1.0, "%"}) == "=");
@@ -387,7 +387,7 @@ TEST_CASE("the metric set file lists the project's fixed metrics", "[ncu]") {
       "sm__throughput.avg.pct_of_peak_sustained_elapsed",
       "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
       "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-      "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
+      "sm__inst_executed_pipe_tensor_op_gmma.sum",
       "sm__warps_active.avg.pct_of_peak_sustained_active",
       "launch__registers_per_thread",
       "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum",
