@@ -41,6 +41,13 @@ using SupportedHeadDims = HeadDims<64, 128>;
 /// each of those reads and writes is a 2-way conflict (as are the epilogue's float4 reads).
 /// Stage 06 removes the round trips altogether; rotating rows 8..15's column order would only
 /// halve the cost of a step that should go.
+///
+/// WMMA's alignment rule, as the asserts below check it, is the CUDA C++ Programming Guide's ("Warp
+/// Matrix Functions": load_matrix_sync, store_matrix_sync): strides that are multiples of 16 bytes,
+/// fragment pointers 32-byte aligned. The PTX ISA ("Matrix Storage for WMMA") asks more, every row
+/// of an fp16 operand or fp32 accumulator 32-byte aligned, which these strides do not give; stage
+/// 02's kernels.cu says why the stages rely on the guide (here the O fragment loads add 8-byte
+/// LDS.64 to the instructions it lists).
 //! [traits]
 template <int kD>
 struct OnlineSoftmaxTraits {
@@ -91,12 +98,14 @@ struct OnlineSoftmaxTraits {
                 "every lane stores the same number of 16-byte pieces of O (shuffles inside)");
   static_assert((kLdQ * kElem) % 16 == 0 && (kLdKV * kElem) % 16 == 0 && (kLdP * kElem) % 16 == 0 &&
                     (kLdS * 4) % 16 == 0 && (kLdO * 4) % 16 == 0,
-                "WMMA strides and 16-byte copies need row strides that are multiples of 16 bytes");
+                "WMMA (CUDA C++ Programming Guide: ldm a multiple of 16 bytes) and 16-byte copies "
+                "need row strides that are multiples of 16 bytes");
   static_assert(
       (kFrag * kLdQ * kElem) % 32 == 0 && (kFrag * kLdKV * kElem) % 32 == 0 &&
           (kFrag * kLdP * kElem) % 32 == 0 && (kFrag * kLdS * 4) % 32 == 0 &&
           (kFrag * kLdO * 4) % 32 == 0,
-      "WMMA fragment pointers (every 16th row, every 16th column) must be 32-byte aligned");
+      "WMMA fragment pointers (every 16th row, every 16th column) must be 32-byte aligned (CUDA "
+      "C++ Programming Guide: mptr 256-bit aligned)");
   static_assert((kLdQ * kElem) % 128 == 16 && (kLdKV * kElem) % 128 == 16 &&
                     (kLdP * kElem) % 128 == 16 && (kLdS * 4) % 128 == 16 && (kLdO * 4) % 128 == 16,
                 "the padding puts 8 consecutive rows in 8 different 4-bank groups");
