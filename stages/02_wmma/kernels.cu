@@ -91,11 +91,11 @@ __device__ void copy_tile(T* __restrict__ dst, const T* __restrict__ src, std::i
 // bytes for bf16 operands. The 16-byte pads meet the guide's rule but start every other row of an
 // fp16 tile and of the fp32 staging tile 16 bytes past a 32-byte boundary, which the PTX text does
 // not allow. The stage relies on the guide, the contract of the C++ API it calls, and on what that
-// API compiles to: for sm_80 and sm_89, ptxas (CUDA 13) turns the loads into ldmatrix (LDSM, each
-// lane addressing one 16-byte row) and the stores into 8-byte STS.64, for fp16 and bf16 alike, so
-// 16-byte rows are all the instructions need. Rows padded to 32 bytes would satisfy both texts,
-// but rows r and r + 4 of every 8-row ldmatrix phase would then share banks: a 2-way conflict on
-// every fragment load (and 2 KiB more shared memory per block).
+// API compiles to: for sm_80, sm_89 and sm_90a, ptxas (CUDA 13) turns the loads into ldmatrix
+// (LDSM, each lane addressing one 16-byte row) and the stores into 8-byte STS.64, for fp16 and
+// bf16 alike, so 16-byte rows are all the instructions need. Rows padded to 32 bytes would satisfy
+// both texts, but rows r and r + 4 of every 8-row ldmatrix phase would then share banks: a 2-way
+// conflict on every fragment load (and 2 KiB more shared memory per block).
 
 //! [scores]
 // S[bh, i, j] = scale · Σ_d Q[bh, i, d] · K[bh, j, d] for one (Br, Bc) tile per block iteration,
