@@ -53,14 +53,35 @@ while (($#)); do
   shift
 done
 
+# Without a GPU: say so, show the committed run if there is one, and name what works here.
+# FLASHSTEPS_BOOK_DATA (default book/data) and FLASHSTEPS_FS_TABLE (default the cpu preset's
+# table tool) let the tests point this at another folder and tool.
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "gpu-check: no NVIDIA GPU visible (nvidia-smi -L failed): nothing can be timed here." >&2
-  echo "On a machine without a GPU, tests/run.sh builds and tests every stage; the table of the" >&2
-  echo "committed GPU run (book/data/CURRENT) is printed by: build/cpu/bench/fs_table table book/data" >&2
-  if [[ -x build/cpu/bench/fs_table && -f book/data/CURRENT ]]; then
-    echo "--- the committed run, for reference ---" >&2
-    build/cpu/bench/fs_table table book/data
+  data=${FLASHSTEPS_BOOK_DATA:-book/data}
+  fs_table=${FLASHSTEPS_FS_TABLE:-build/cpu/bench/fs_table}
+  next="Next: tests/run.sh builds every stage and runs the CPU tests on this machine; on a machine
+with an NVIDIA GPU (sm_80 or newer), bench/compare.sh times every stage and prints the table."
+  how="nvidia-smi -L failed"
+  command -v nvidia-smi >/dev/null || how="nvidia-smi is not installed"
+  echo "gpu-check: no NVIDIA GPU or driver found ($how), so nothing can be timed here." >&2
+  run=""
+  [[ -f "$data/CURRENT" ]] && run="$data/$(head -n1 "$data/CURRENT")"
+  if [[ -z "$run" || ! -d "$run" ]]; then
+    echo "gpu-check: no committed GPU run to show instead either ($data/CURRENT is missing or" \
+      "names no folder)." >&2
+    echo "$next" >&2
+    exit 3
   fi
+  echo "gpu-check: showing the committed GPU run instead: $run ($data/CURRENT names it)." >&2
+  if [[ -x "$fs_table" ]]; then
+    "$fs_table" table "$data"
+  elif [[ -f "$run/table.md" ]]; then
+    cat "$run/table.md"
+  else
+    echo "Its table is printed by the table tool: cmake --preset cpu &&" \
+      "cmake --build build/cpu --target fs_table && build/cpu/bench/fs_table table $data" >&2
+  fi
+  echo "$next" >&2
   exit 3
 fi
 

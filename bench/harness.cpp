@@ -8,6 +8,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "flashsteps/cuda_check.hpp"
@@ -46,6 +47,26 @@ std::vector<Problem> canonical_shapes(const Options& opt) {
     add(32, 8, 512, 64, causal);
   }
   return out;
+}
+
+// The harness's own flags, for --help and for the message after a bad one.
+constexpr const char* kOwnFlags =
+    "  --fs_dtypes=fp16[,bf16]      dtypes to time (default fp16)\n"
+    "  --fs_iters=N                 timed launches per shape, median reported (default 30)\n"
+    "  --fs_shapes=canonical|small  every canonical shape, or only S = 512 and 1024 (default\n"
+    "                               canonical)\n";
+
+void print_usage(std::string_view stage) {
+  std::cout << "bench_" << stage << ": times stage " << stage
+            << " at the canonical shapes (L2 flushed before every launch)\n"
+               "and reports each shape's median as Google Benchmark output.\n\n"
+               "  bench_"
+            << stage
+            << " --benchmark_out=out.json --benchmark_out_format=json [flags]\n\n"
+               "Its own flags:\n"
+            << kOwnFlags
+            << "Exit codes: 0 ok, 1 CUDA error, 2 bad flag, 3 no GPU or a GPU the stage does not "
+               "run on.\n\nGoogle Benchmark's flags:\n";
 }
 
 bool parse_own_flag(const char* arg, Options* opt) {
@@ -107,21 +128,30 @@ void bench_problem(benchmark::State& state, Stage& stage, const DeviceInfo& dev,
 
 int main(int argc, char** argv) {
   using namespace flashsteps;
+  auto stage = make_stage();
+  // Google Benchmark answers --help itself (its flags only) and exits: this stage's flags first.
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0) {
+      bench::print_usage(stage->name());
+      std::cout.flush();
+      break;
+    }
+  }
   benchmark::Initialize(&argc, argv);
   bench::Options opt;
   for (int i = 1; i < argc; ++i) {
     if (!bench::parse_own_flag(argv[i], &opt)) {
-      std::cerr << "unknown or bad flag: " << argv[i]
-                << "\nflags: --fs_dtypes=fp16[,bf16] --fs_iters=N --fs_shapes=canonical|small"
-                   " and Google Benchmark's --benchmark_* flags\n";
+      std::cerr << "bench_" << stage->name() << ": unknown or bad flag: " << argv[i]
+                << "\nIts own flags:\n"
+                << bench::kOwnFlags << "and Google Benchmark's --benchmark_* flags (--help).\n";
       return 2;
     }
   }
-  auto stage = make_stage();
   std::string why;
   const auto dev = query_device(0, &why);
   if (!dev) {
-    std::cerr << "bench_" << stage->name() << ": " << why << " — benchmarks need a GPU\n";
+    std::cerr << refusal("bench_" + std::string(stage->name()), no_device_reason(*stage, why))
+              << '\n';
     return 3;
   }
   try {

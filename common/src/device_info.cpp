@@ -21,13 +21,30 @@ std::string DeviceInfo::summary() const {
   return s.str();
 }
 
+std::string no_gpu_reason(int cuda_error, int driver_version, int runtime_version) {
+  const auto err = static_cast<cudaError_t>(cuda_error);
+  const bool no_driver = err == cudaErrorInsufficientDriver && driver_version == 0;
+  if (err == cudaSuccess || err == cudaErrorNoDevice || no_driver) {
+    return "no NVIDIA GPU or driver found";
+  }
+  if (err == cudaErrorInsufficientDriver) {
+    return "the NVIDIA driver supports CUDA " + cuda_version_string(driver_version) +
+           ", older than the CUDA " + cuda_version_string(runtime_version) +
+           " runtime this build uses: update the driver";
+  }
+  return std::string("no usable NVIDIA GPU: ") + cudaGetErrorString(err) + " (" +
+         cudaGetErrorName(err) + ")";
+}
+
 std::optional<DeviceInfo> query_device(int id, std::string* why) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
     if (why) {
-      *why = err != cudaSuccess ? std::string("no usable CUDA device: ") + cudaGetErrorString(err)
-                                : std::string("no CUDA device found");
+      int driver = 0, runtime = 0;
+      cudaDriverGetVersion(&driver);  // 0 when no driver is installed
+      cudaRuntimeGetVersion(&runtime);
+      *why = no_gpu_reason(err, driver, runtime);
     }
     cudaGetLastError();  // clear the sticky-free error so later calls start clean
     return std::nullopt;

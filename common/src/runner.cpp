@@ -63,7 +63,7 @@ std::optional<int> parse_runner_cli(int argc, const char* const* argv, std::stri
   p.dtype = *parse_dtype(dtype);
   p.seq_kv = seq_kv < 0 ? p.seq_q : seq_kv;
   if (std::string why = validate(p); !why.empty()) {
-    err << stage << ": invalid problem: " << why << '\n';
+    err << refusal(stage, why) << '\n';
     return kExitUsage;
   }
   return std::nullopt;
@@ -86,14 +86,13 @@ void print_resources(const Stage& stage, const Problem& p, const DeviceInfo& dev
 int run(const RunnerOptions& opt, Stage& stage, std::ostream& out, std::ostream& err) {
   const Problem& p = opt.problem;
   if (Support s = stage.supports_problem(p); !s) {
-    err << "unsupported: " << stage.name() << ": " << s.reason << '\n';
+    err << refusal(stage.name(), s.reason) << '\n';
     return kExitNoDevice;
   }
   std::string why;
   const auto dev = query_device(opt.device, &why);
   if (!dev) {
-    err << stage.name() << ": " << why << " — this binary needs an NVIDIA GPU (sm_"
-        << stage.min_compute_capability() << " or newer)\n";
+    err << refusal(stage.name(), no_device_reason(stage, why)) << '\n';
     return kExitNoDevice;
   }
   out << "gpu      " << dev->summary() << '\n';
@@ -101,7 +100,7 @@ int run(const RunnerOptions& opt, Stage& stage, std::ostream& out, std::ostream&
   out << "problem  " << p.name() << "  (B=" << p.batch << " H=" << p.heads << " Sq=" << p.seq_q
       << " Skv=" << p.seq_kv << " D=" << p.head_dim << " scale=" << p.softmax_scale() << ")\n";
   if (Support s = check_runnable(stage, p, *dev); !s) {
-    err << "unsupported: " << s.reason << '\n';
+    err << refusal(stage.name(), s.reason) << '\n';
     return kExitNoDevice;
   }
   stage.setup(*dev);

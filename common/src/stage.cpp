@@ -5,6 +5,20 @@
 
 namespace flashsteps {
 
+std::string refusal(std::string_view who, std::string_view reason) {
+  return std::string(who) + ": cannot run: " + std::string(reason);
+}
+
+std::string no_device_reason(const Stage& s, std::string_view why) {
+  return std::string(why) + "; this stage needs " + s.gpu_requirement();
+}
+
+Support supports_device(const Stage& s, const DeviceInfo& dev) {
+  if (dev.compute_capability() >= s.min_compute_capability()) return Support::yes();
+  return Support::no("needs " + s.gpu_requirement() + "; " + dev.name + " is sm_" +
+                     std::to_string(dev.compute_capability()));
+}
+
 Support fits_shared_memory(std::int64_t bytes, const std::string& what, const DeviceInfo& dev) {
   if (bytes <= dev.smem_optin_per_block) return Support::yes();
   return Support::no("needs " + std::to_string(bytes) + " bytes of shared memory per block (" +
@@ -29,18 +43,9 @@ void require_aligned(std::string_view stage, const AttentionArgs& args, std::siz
 
 Support check_runnable(const Stage& s, const Problem& p, const DeviceInfo& dev) {
   if (std::string why = validate(p); !why.empty()) return Support::no(why);
-  if (Support sup = s.supports_problem(p); !sup) {
-    return Support::no(std::string(s.name()) + ": " + sup.reason);
-  }
-  if (dev.compute_capability() < s.min_compute_capability()) {
-    return Support::no(std::string(s.name()) + " needs compute capability " +
-                       std::to_string(s.min_compute_capability() / 10) + "." +
-                       std::to_string(s.min_compute_capability() % 10) + " or newer; " + dev.name +
-                       " is " + std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor));
-  }
-  if (Support sup = s.supports(p, dev); !sup) {
-    return Support::no(std::string(s.name()) + ": " + sup.reason);
-  }
+  if (Support sup = s.supports_problem(p); !sup) return sup;
+  if (Support sup = supports_device(s, dev); !sup) return sup;
+  if (Support sup = s.supports(p, dev); !sup) return sup;
   if (std::string why = check_fits_memory(p, s.workspace_bytes(p), free_device_memory());
       !why.empty()) {
     return Support::no(why);

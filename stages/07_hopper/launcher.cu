@@ -40,6 +40,7 @@ class HopperStage final : public Stage {
   }
   // wgmma and setmaxnreg exist only in the sm_90a target; TMA and mbarrier expect_tx need sm_90.
   int min_compute_capability() const override { return 90; }
+  std::string gpu_requirement() const override { return "sm_90a (H100/H200)"; }
 
   Support supports_problem(const Problem& p) const override {
     if (std::string why = SupportedHeadDims::why_not(p.head_dim); !why.empty())
@@ -52,11 +53,10 @@ class HopperStage final : public Stage {
     // setmaxnreg) runs on compute capability 9.0 only, and its compute_90a PTX cannot be
     // JIT-compiled for any other GPU either.
     if (dev.compute_capability() != 90) {
-      return Support::no(
-          "needs compute capability 9.0 exactly (H100/H200): its kernel is built "
-          "for sm_90a, whose wgmma and setmaxnreg do not run on later "
-          "architectures (sm_100+ has tcgen05 instead); " +
-          dev.name + " is " + std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor));
+      return Support::no("needs " + gpu_requirement() +
+                         ": its wgmma and setmaxnreg do not run on later architectures (sm_100+ "
+                         "has tcgen05 instead); " +
+                         dev.name + " is sm_" + std::to_string(dev.compute_capability()));
     }
     const auto smem = static_cast<std::int64_t>(smem_bytes(p.head_dim));
     if (Support s = fits_shared_memory(

@@ -76,6 +76,7 @@ TEST_CASE("invalid problems exit 2, naming the limit") {
   Parsed r = parse({"--seq", "0"});
   REQUIRE(r.code);
   CHECK(*r.code == kExitUsage);
+  CHECK(r.err.rfind("99_test: cannot run: seq_q = 0", 0) == 0);  // every refusal's shape
   CHECK_THAT(r.err, Catch::Contains("seq_q = 0"));
   r = parse({"--dim", "300"});
   REQUIRE(r.code);

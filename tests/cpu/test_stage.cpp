@@ -31,3 +31,50 @@ TEST_CASE("misaligned tensors are refused before launch, naming the stage") {
   CHECK_THROWS_WITH(require_aligned("99_test", a, 16),
                     Catch::Contains("99_test") && Catch::Contains("16-byte aligned"));
 }
+
+namespace {
+// A stage with nothing but the names and the compute capability a refusal reads.
+class FakeStage final : public Stage {
+ public:
+  explicit FakeStage(int min_cc) : min_cc_(min_cc) {}
+  std::string_view name() const override { return "99_test"; }
+  std::string_view title() const override { return "test"; }
+  int min_compute_capability() const override { return min_cc_; }
+  Support supports(const Problem&, const DeviceInfo&) const override { return Support::yes(); }
+  void launch(const Problem&, const AttentionArgs&, cudaStream_t) const override {}
+  std::vector<KernelLaunchInfo> kernels(const Problem&) const override { return {}; }
+
+ private:
+  int min_cc_;
+};
+}  // namespace
+
+TEST_CASE("every refusal has one shape: who, 'cannot run', the reason") {
+  CHECK(refusal("99_test", "D must be one of {64, 128}") ==
+        "99_test: cannot run: D must be one of {64, 128}");
+  const FakeStage stage(90);
+  CHECK(no_device_reason(stage, "no NVIDIA GPU or driver found") ==
+        "no NVIDIA GPU or driver found; this stage needs sm_90 or newer");
+  DeviceInfo dev;
+  dev.name = "Test GPU";
+  dev.cc_major = 8, dev.cc_minor = 6;
+  const Support s = supports_device(stage, dev);
+  CHECK_FALSE(s.ok);
+  CHECK(s.reason == "needs sm_90 or newer; Test GPU is sm_86");
+  dev.cc_major = 9, dev.cc_minor = 0;
+  CHECK(supports_device(stage, dev).ok);
+}
+
+TEST_CASE("no GPU is said plainly: CUDA's 'insufficient driver' without a driver is no driver") {
+  const std::string none = "no NVIDIA GPU or driver found";
+  CHECK(no_gpu_reason(cudaErrorInsufficientDriver, 0, 13000) == none);
+  CHECK(no_gpu_reason(cudaErrorNoDevice, 13000, 13000) == none);
+  CHECK(no_gpu_reason(cudaSuccess, 13000, 13000) == none);  // a driver that sees no device
+  const std::string old_driver = no_gpu_reason(cudaErrorInsufficientDriver, 12040, 13000);
+  CHECK(old_driver.find("driver supports CUDA 12.4") != std::string::npos);
+  CHECK(old_driver.find("CUDA 13.0 runtime") != std::string::npos);
+  CHECK(old_driver.find("update the driver") != std::string::npos);
+  const std::string other = no_gpu_reason(cudaErrorDevicesUnavailable, 13000, 13000);
+  CHECK(other.find("no usable NVIDIA GPU") != std::string::npos);
+  CHECK(other.find("cudaErrorDevicesUnavailable") != std::string::npos);
+}

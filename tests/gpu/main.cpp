@@ -26,16 +26,15 @@ int main(int argc, char** argv) {
   using namespace flashsteps;
   constexpr int kSkipped = 77;
   test::g_stage = make_stage();
+  const std::string who = std::string(test::g_stage->name()) + " GPU suite (skipped)";
   std::string why;
   const auto dev = query_device(0, &why);
   if (!dev) {
-    std::cout << "SKIPPED " << test::g_stage->name() << " GPU suite: " << why << '\n';
+    std::cout << refusal(who, no_device_reason(*test::g_stage, why)) << '\n';
     return kSkipped;
   }
-  if (dev->compute_capability() < test::g_stage->min_compute_capability()) {
-    std::cout << "SKIPPED " << test::g_stage->name() << " GPU suite: needs sm_"
-              << test::g_stage->min_compute_capability() << ", " << dev->name << " is sm_"
-              << dev->compute_capability() << '\n';
+  if (Support s = supports_device(*test::g_stage, *dev); !s) {
+    std::cout << refusal(who, s.reason) << '\n';
     return kSkipped;
   }
   test::g_device = *dev;

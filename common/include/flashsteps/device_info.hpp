@@ -32,6 +32,13 @@ struct DeviceInfo {
 /// Queries device `id`. Without a usable GPU, returns nullopt and puts the reason in `why`.
 std::optional<DeviceInfo> query_device(int id, std::string* why);
 
+/// Why no GPU can be used, in a newcomer's words, from cudaGetDeviceCount's error (`cuda_error`,
+/// a cudaError_t) and the driver's and runtime's CUDA versions (cudaDriverGetVersion gives 0
+/// when no driver is installed). CUDA reports a missing driver as "driver version is
+/// insufficient"; this says "no NVIDIA GPU or driver found" then, and names both versions only
+/// when a driver is there but older than the runtime.
+std::string no_gpu_reason(int cuda_error, int driver_version, int runtime_version);
+
 /// Free device memory now (cudaMemGetInfo).
 std::int64_t free_device_memory();
 

@@ -58,6 +58,11 @@ class Stage {
   virtual std::string_view title() const = 0;
   /// Minimum compute capability as major*10+minor (80 = sm_80).
   virtual int min_compute_capability() const { return 80; }
+  /// The GPUs the stage runs on, in the words of a refusal: "sm_80 or newer" by default; a stage
+  /// built for one architecture only names it and its cards.
+  virtual std::string gpu_requirement() const {
+    return "sm_" + std::to_string(min_compute_capability()) + " or newer";
+  }
   /// Largest sequence length the bench harness times (slow teaching stages cap it).
   virtual std::int64_t bench_max_seq() const { return std::int64_t{1} << 30; }
 
@@ -77,6 +82,16 @@ class Stage {
   /// The kernels launch() runs for `p`, for resource and occupancy reports.
   virtual std::vector<KernelLaunchInfo> kernels(const Problem& p) const = 0;
 };
+
+/// The one shape in which every binary refuses to run: "<who>: cannot run: <reason>", where `who`
+/// is the stage (or the test or bench binary) and `reason` names the limit and what to look at.
+std::string refusal(std::string_view who, std::string_view reason);
+/// The reason to give when query_device() found no GPU to use (`why`): that, and the GPUs the
+/// stage needs.
+std::string no_device_reason(const Stage& s, std::string_view why);
+/// Refuses a device whose compute capability the stage's code does not run on, naming the GPUs
+/// the stage needs and what the device is.
+Support supports_device(const Stage& s, const DeviceInfo& dev);
 
 /// Refuses a block that needs more dynamic shared memory than the device's opt-in limit, naming
 /// both numbers and the device; `what` says what the bytes hold ("D 128, a ring of 2 K/V stages").
