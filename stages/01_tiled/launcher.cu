@@ -1,5 +1,6 @@
-// stages/01_tiled/launcher.cu — the tiled stage as a flashsteps::Stage: limits, workspace, and the
-// one place the runtime head dim, dtype and causal flag become template arguments.
+// stages/01_tiled/launcher.cu — the tiled stage as a flashsteps::Stage: limits (head dims,
+// alignment), workspace, and the one place the runtime head dim, dtype and causal flag become
+// template arguments.
 #include <stdexcept>
 #include <string>
 
@@ -27,6 +28,9 @@ class TiledStage final : public Stage {
   }
 
   void launch(const Problem& p, const AttentionArgs& args, cudaStream_t stream) const override {
+    // The kernels load Q, K and V in 8-byte pieces (4 elements). A view into the middle of a
+    // tensor may not start on such a boundary, and a misaligned load would kill the CUDA context.
+    require_aligned(name(), args, 8);
     tiled::SupportedHeadDims::dispatch(p.head_dim, [&]<int D>() {
       dispatch_dtype(p.dtype, [&]<class T>() {
         dispatch_bool(p.causal, [&]<bool kCausal>() {

@@ -1,6 +1,6 @@
 // stages/02_wmma/launcher.cu — the WMMA stage as a flashsteps::Stage: limits (head dims, shared
-// memory), workspace, and the one place the runtime head dim, dtype and causal flag become
-// template arguments.
+// memory, alignment), workspace, and the one place the runtime head dim, dtype and causal flag
+// become template arguments.
 #include <stdexcept>
 #include <string>
 
@@ -35,6 +35,10 @@ class WmmaStage final : public Stage {
   void setup(const DeviceInfo& dev) override { wmma_stage::configure_kernels(dev); }
 
   void launch(const Problem& p, const AttentionArgs& args, cudaStream_t stream) const override {
+    // The kernels load Q, K and V and store O in 16-byte pieces (8 elements). A view into the
+    // middle of a tensor may not start on such a boundary, and a misaligned access would kill the
+    // CUDA context.
+    require_aligned(name(), args, 16);
     wmma_stage::SupportedHeadDims::dispatch(p.head_dim, [&]<int D>() {
       dispatch_dtype(p.dtype, [&]<class T>() {
         dispatch_bool(p.causal, [&]<bool kCausal>() {

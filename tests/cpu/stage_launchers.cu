@@ -1,0 +1,15 @@
+// tests/cpu/stage_launchers.cu — the launchers of stages 01 and 02 inside test_cpu, so that the
+// refusals their launch() makes before any CUDA call are tested without a GPU
+// (test_stage_launch.cpp).
+//
+// Each launcher defines flashsteps::make_stage(), the one function a stage binary gets from its
+// stage library; renaming it per include lets one binary hold both stages. Their kernels come from
+// the stage libraries that test_cpu links: nothing here calls make_stage(), so the libraries' own
+// launcher objects are never pulled in.
+#define make_stage make_stage_01_tiled
+#include "01_tiled/launcher.cu"
+#undef make_stage
+
+#define make_stage make_stage_02_wmma
+#include "02_wmma/launcher.cu"
+#undef make_stage
