@@ -1,2 +1,7 @@
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
+// tests/cpu/main.cpp — main() of test_cpu (tests/flashsteps_catch.hpp: Catch2 2 or 3).
+#define FLASHSTEPS_CATCH_SESSION
+#include "flashsteps_catch.hpp"
+
+int main(int argc, char** argv) {
+  return Catch::Session().run(argc, argv);
+}

@@ -1,11 +1,12 @@
 // fp16/bf16 conversions: the bit patterns come from the IEEE 754 binary16 and bfloat16 formats.
-#include <catch2/catch.hpp>
+#include "flashsteps_catch.hpp"
 
 #include <cmath>
 
 #include "flashsteps/host_tensors.hpp"
 
 using namespace flashsteps;
+using Catch::Approx;
 
 TEST_CASE("known bit patterns") {
   CHECK(float_to_bits(1.0f, DType::fp16) == 0x3C00);

@@ -2,7 +2,7 @@
 // exact reference: the recurrence is exact for every tiling, so in double arithmetic the two agree
 // to rounding — for any Br and Bc (1, odd, larger than the sequence), ragged and causal shapes,
 // and rows that see no key. A variant without the rescaling shows the comparison can fail.
-#include <catch2/catch.hpp>
+#include "flashsteps_catch.hpp"
 
 #include <cmath>
 #include <stdexcept>

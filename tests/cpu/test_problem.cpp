@@ -1,9 +1,12 @@
 // Problem validation, naming and FLOP counting: the limits every stage and binary rely on.
-#include <catch2/catch.hpp>
+#include "flashsteps_catch.hpp"
 
 #include "flashsteps/problem.hpp"
 
 using namespace flashsteps;
+using Catch::Approx;
+using Catch::Matchers::ContainsSubstring;
+using Catch::Matchers::StartsWith;
 
 namespace {
 Problem good() {
@@ -29,18 +32,18 @@ TEST_CASE("zero or negative sizes are refused, naming the size") {
       p.*field = bad;
       const std::string why = validate(p);
       INFO(why);
-      CHECK_THAT(why, Catch::Contains(">= 1"));
+      CHECK_THAT(why, ContainsSubstring(">= 1"));
     }
   }
   Problem p = good();
   p.seq_q = 0;
-  CHECK_THAT(validate(p), Catch::StartsWith("seq_q = 0"));
+  CHECK_THAT(validate(p), StartsWith("seq_q = 0"));
 }
 
 TEST_CASE("head_dim above the project limit is refused, naming the limit") {
   Problem p = good();
   p.head_dim = kMaxHeadDim + 1;
-  CHECK_THAT(validate(p), Catch::Contains("256"));
+  CHECK_THAT(validate(p), ContainsSubstring("256"));
   p.head_dim = kMaxHeadDim;
   CHECK(validate(p).empty());
 }
@@ -49,14 +52,14 @@ TEST_CASE("sizes whose element count overflows 64-bit offsets are refused") {
   Problem p = good();
   p.batch = std::int64_t{1} << 40;
   p.heads = std::int64_t{1} << 20;
-  CHECK_THAT(validate(p), Catch::Contains("overflows"));
+  CHECK_THAT(validate(p), ContainsSubstring("overflows"));
   p = good();
   p.seq_q = kMaxSeqLen + 1;
-  CHECK_THAT(validate(p), Catch::Contains("32-bit row-index"));
+  CHECK_THAT(validate(p), ContainsSubstring("32-bit row-index"));
   p = good();
   p.batch = std::int64_t{1} << 16;
   p.heads = std::int64_t{1} << 16;  // B*H = 2^32 blocks: beyond the grid
-  CHECK_THAT(validate(p), Catch::Contains("grid limit"));
+  CHECK_THAT(validate(p), ContainsSubstring("grid limit"));
 }
 
 TEST_CASE("a bad scale is refused and a scale of 0 means 1/sqrt(D)") {
@@ -73,7 +76,7 @@ TEST_CASE("memory check names what is needed and what is free") {
   Problem p = good();
   const std::int64_t need = p.min_dram_bytes() + 1000;
   CHECK(check_fits_memory(p, 1000, need).empty());
-  CHECK_THAT(check_fits_memory(p, 1000, need - 1), Catch::Contains("free"));
+  CHECK_THAT(check_fits_memory(p, 1000, need - 1), ContainsSubstring("free"));
 }
 
 TEST_CASE("FLOPs follow FlashAttention's count, halved when causal") {

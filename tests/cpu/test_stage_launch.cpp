@@ -1,6 +1,6 @@
 // What stages refuse in launch(), before anything reaches the device: a GPU is not needed. The
 // stages' launchers are compiled into this binary by stage_launchers.cu.
-#include <catch2/catch.hpp>
+#include "flashsteps_catch.hpp"
 
 #include <cstddef>
 #include <memory>
@@ -14,6 +14,8 @@ std::unique_ptr<Stage> make_stage_02_wmma();
 }  // namespace flashsteps
 
 using namespace flashsteps;
+using Catch::Matchers::ContainsSubstring;
+using Catch::Matchers::StartsWith;
 
 namespace {
 
@@ -28,10 +30,10 @@ void check_refuses_misaligned(const Stage& stage, std::size_t bytes) {
 
   const AttentionArgs q_off{buf + 2, buf + 256, buf + 512, buf + 768, nullptr, nullptr};
   CHECK_THROWS_WITH(stage.launch(p, q_off, nullptr),
-                    Catch::StartsWith(name) && Catch::Contains(alignment));
+                    StartsWith(name) && ContainsSubstring(alignment));
   const AttentionArgs o_off{buf, buf + 256, buf + 512, buf + 768 + bytes / 2, nullptr, nullptr};
   CHECK_THROWS_WITH(stage.launch(p, o_off, nullptr),
-                    Catch::StartsWith(name) && Catch::Contains(alignment));
+                    StartsWith(name) && ContainsSubstring(alignment));
 }
 
 }  // namespace

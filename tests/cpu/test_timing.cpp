@@ -1,4 +1,4 @@
-#include <catch2/catch.hpp>
+#include "flashsteps_catch.hpp"
 
 #include "flashsteps/timing.hpp"
 

@@ -1,7 +1,7 @@
 // tests/gpu/main.cpp — main() of every test_<stage> binary. Without a GPU, or on a GPU below the
 // stage's minimum compute capability, it says why and exits 77, which ctest reports as skipped.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+#define FLASHSTEPS_CATCH_SESSION
+#include "flashsteps_catch.hpp"
 
 #include <iostream>
 

@@ -5,8 +5,8 @@
 //
 //   ctest -R '^table$'   or   test_table [tag]     (tags: [run] [compare] [markdown] [book]
 //                                                   [ncu] [format]; [gnuplot] needs gnuplot)
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
+#define FLASHSTEPS_CATCH_SESSION
+#include "flashsteps_catch.hpp"
 
 #include <stdlib.h>
 
@@ -22,6 +22,9 @@
 namespace fs = std::filesystem;
 using namespace flashsteps;
 using namespace flashsteps::table;
+using Catch::Approx;
+using Catch::Matchers::ContainsSubstring;
+using Catch::Matchers::StartsWith;
 
 namespace {
 
@@ -137,9 +140,9 @@ TEST_CASE("entries whose names are not shapes are skipped with a warning", "[run
   CHECK(run.find("03_online_softmax", shape(kD))->median_ms == 1.0);  // the first of two
   CHECK_FALSE(run.find("03_online_softmax", shape("b1_h8_sq64_skv64_d64_fp16"))->ok());
   REQUIRE(run.warnings.size() == 3);
-  CHECK_THAT(run.warnings[0], Catch::Contains("not_a_shape"));
-  CHECK_THAT(run.warnings[1], Catch::Contains("appears again"));
-  CHECK_THAT(run.warnings[2], Catch::Contains("no positive median_ms"));
+  CHECK_THAT(run.warnings[0], ContainsSubstring("not_a_shape"));
+  CHECK_THAT(run.warnings[1], ContainsSubstring("appears again"));
+  CHECK_THAT(run.warnings[2], ContainsSubstring("no positive median_ms"));
 }
 
 TEST_CASE("speedup, ratios and % of peak", "[compare]") {
@@ -212,7 +215,7 @@ TEST_CASE("a failed stage shows its error and breaks only what depends on it", "
         error);
   // An out-of-memory SDPA backend reads the same way.
   const Table b = shape_table(run, shape(kB));
-  CHECK_THAT(note_of(b, cell(b, "sdpa_math", "median ms")), Catch::StartsWith("out of memory"));
+  CHECK_THAT(note_of(b, cell(b, "sdpa_math", "median ms")), StartsWith("out of memory"));
 }
 
 TEST_CASE("a run without peaks.json marks % of peak and keeps the rest", "[compare]") {
@@ -224,7 +227,7 @@ TEST_CASE("a run without peaks.json marks % of peak and keeps the rest", "[compa
   CHECK(cell(t, "03_online_softmax", "TFLOP/s") == "68.7");  // from the shape, not the counter
   // That file's FLOP/s counter disagrees with its shape: the run says so.
   REQUIRE(run.warnings.size() == 1);
-  CHECK_THAT(run.warnings[0], Catch::Contains("FLOP/s counter"));
+  CHECK_THAT(run.warnings[0], ContainsSubstring("FLOP/s counter"));
   // A failed peak gives its error.
   const PeakLookup bf16 = lookup_gemm_peak(full_run(), DType::bf16);
   CHECK_FALSE(bf16.flops_per_second);
@@ -235,12 +238,12 @@ TEST_CASE("a run without peaks.json marks % of peak and keeps the rest", "[compa
 TEST_CASE("an empty or missing run folder is reported, not thrown", "[run]") {
   const RunData missing = load_run(kFixtures / "no_such_run");
   CHECK(missing.empty());
-  CHECK_THAT(missing.missing_reason, Catch::Contains("does not exist"));
+  CHECK_THAT(missing.missing_reason, ContainsSubstring("does not exist"));
 
   TempDir empty;
   const RunData none = load_run(empty.path);
   CHECK(none.empty());
-  CHECK_THAT(none.missing_reason, Catch::Contains("no benchmark results"));
+  CHECK_THAT(none.missing_reason, ContainsSubstring("no benchmark results"));
 
   // book/data: CURRENT names the run.
   const RunData current = load_run(kFixtures / "data_root");
@@ -252,10 +255,10 @@ TEST_CASE("an empty or missing run folder is reported, not thrown", "[run]") {
   dangling.write("CURRENT", "gpu-y/run-9\n");
   const RunData bad = load_run(dangling.path);
   CHECK(bad.empty());
-  CHECK_THAT(bad.missing_reason, Catch::Contains("names gpu-y/run-9"));
+  CHECK_THAT(bad.missing_reason, ContainsSubstring("names gpu-y/run-9"));
 
   // A broken file is an error naming the file.
-  CHECK_THROWS_WITH(load_run(kFixtures / "run_malformed"), Catch::Contains("bench_02_wmma.json"));
+  CHECK_THROWS_WITH(load_run(kFixtures / "run_malformed"), ContainsSubstring("bench_02_wmma.json"));
 }
 
 TEST_CASE("Markdown tables have the shape Doxygen accepts", "[markdown]") {
@@ -332,11 +335,11 @@ TEST_CASE("Nsight Compute CSV: units, thousands separators, several kernels", "[
 
   std::istringstream garbage("hello\nworld\n");
   CHECK_THROWS_WITH(parse_ncu_csv(garbage, "g.csv"),
-                    Catch::Contains("no Nsight Compute CSV header"));
+                    ContainsSubstring("no Nsight Compute CSV header"));
   std::istringstream short_row(
       "\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n\"0\",\"k\"\n");
   CHECK_THROWS_WITH(parse_ncu_csv(short_row, "s.csv"),
-                    Catch::Contains("s.csv:2: expected 5 fields"));
+                    ContainsSubstring("s.csv:2: expected 5 fields"));
   std::istringstream odd(
       "\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
       "\"0\",\"k\",\"a__b.sum\",\"\",\"1,23\"\n\"0\",\"k\",\"a__c.sum\",\"\",\"n/a\"\n");
@@ -356,7 +359,8 @@ TEST_CASE("ncu diff: percentages change in points, counters relatively", "[ncu]"
   CHECK(cell(t, "Kernel duration", "change") == "-50.0%");
   CHECK(cell(t, "DRAM bytes read", "change") == "-87.5%");
   CHECK(cell(t, "DRAM throughput (% of peak)", "change") == "-15.0 pt");
-  CHECK(cell(t, "Tensor pipe: mma.sync/WMMA, and wgmma on Hopper (% of peak)", "change") == "+35.0 pt");
+  CHECK(cell(t, "Tensor pipe: mma.sync/WMMA, and wgmma on Hopper (% of peak)", "change") ==
+        "+35.0 pt");
   CHECK(cell(t, "Registers per thread", "change") == "+64");
   CHECK(cell(t, "Shared-memory bank conflicts, loads", "change") == "-83.3%");
   CHECK(cell(t, "DRAM bytes written", "change") == "-");
@@ -407,12 +411,12 @@ TEST_CASE("the metric set file lists the project's fixed metrics", "[ncu]") {
     return parse_metric_set(in, "m.txt");
   };
   CHECK(parse("# c\n\na__b.sum optional  # label\n")[0].optional);
-  CHECK_THROWS_WITH(parse("a__b.sum\n"), Catch::Contains("m.txt:1"));             // no label
-  CHECK_THROWS_WITH(parse("a__b.sum maybe # l\n"), Catch::Contains("expected"));  // bad word
-  CHECK_THROWS_WITH(parse("dram # l\n"), Catch::Contains("not an Nsight Compute metric"));
+  CHECK_THROWS_WITH(parse("a__b.sum\n"), ContainsSubstring("m.txt:1"));             // no label
+  CHECK_THROWS_WITH(parse("a__b.sum maybe # l\n"), ContainsSubstring("expected"));  // bad word
+  CHECK_THROWS_WITH(parse("dram # l\n"), ContainsSubstring("not an Nsight Compute metric"));
   CHECK_THROWS_WITH(parse("a__b # l\na__b # m\n"),
-                    Catch::Contains("m.txt:2: a__b is listed twice"));
-  CHECK_THROWS_WITH(parse("# only comments\n"), Catch::Contains("no metrics"));
+                    ContainsSubstring("m.txt:2: a__b is listed twice"));
+  CHECK_THROWS_WITH(parse("# only comments\n"), ContainsSubstring("no metrics"));
 }
 
 TEST_CASE("numbers print with three significant digits", "[format]") {
@@ -449,7 +453,7 @@ bool is_png(const fs::path& p) {
 TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book][gnuplot]") {
   TempDir out;
   const BookResult r = write_book(book_options(kFixtures / "no_such_run", out.path));
-  CHECK_THAT(r.missing_reason, Catch::Contains("does not exist"));
+  CHECK_THAT(r.missing_reason, ContainsSubstring("does not exist"));
   const auto& written = r.written;
   std::vector<std::string> expected = {"table_all.md",    "provenance.md",   "plot_stages.dat",
                                        "plot_stages.png", "plot_seqlen.dat", "plot_seqlen.png"};
@@ -465,42 +469,48 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
     if (f.ends_with(".png")) {
       CHECK(is_png(out.path / f));
     } else if (f.ends_with(".dat")) {
-      CHECK_THAT(read(out.path / f), Catch::StartsWith("# No measurement committed yet") &&
-                                         Catch::Contains("bench/gpu-check.sh"));
+      CHECK_THAT(read(out.path / f), StartsWith("# No measurement committed yet") &&
+                                         ContainsSubstring("bench/gpu-check.sh"));
     } else if (f != "ncu_diff_00_scalar.md") {
-      CHECK_THAT(read(out.path / f), Catch::Contains("No measurement committed yet") &&
-                                         Catch::Contains("`bench/gpu-check.sh`"));
+      CHECK_THAT(read(out.path / f), ContainsSubstring("No measurement committed yet") &&
+                                         ContainsSubstring("`bench/gpu-check.sh`"));
     }
   }
-  CHECK_THAT(read(out.path / "ncu_diff_00_scalar.md"), Catch::Contains("is the first stage"));
+  CHECK_THAT(read(out.path / "ncu_diff_00_scalar.md"), ContainsSubstring("is the first stage"));
 }
 
 TEST_CASE("the book from a run", "[book][gnuplot]") {
   TempDir out;
   write_book(book_options(kFixtures / "run_full", out.path));
-  CHECK_THAT(read(out.path / "table_03_online_softmax.md"),
-             Catch::Contains("| D=64 S=512 (B=32, H=32) | 1.00 | 68.7 | 13.7\\% | 4.00 | 4.00x |"));
+  CHECK_THAT(
+      read(out.path / "table_03_online_softmax.md"),
+      ContainsSubstring("| D=64 S=512 (B=32, H=32) | 1.00 | 68.7 | 13.7\\% | 4.00 | 4.00x |"));
   CHECK_THAT(read(out.path / "table_all.md"),
-             Catch::Contains("**`b32_h32_sq512_skv512_d64_fp16`**"));
-  CHECK_THAT(read(out.path / "ncu_02_wmma.md"), Catch::Contains("`scores_wmma`") &&
-                                                    Catch::Contains("| 500 us |") &&
-                                                    Catch::Contains("--batch 32 --heads 32"));
+             ContainsSubstring("**`b32_h32_sq512_skv512_d64_fp16`**"));
+  CHECK_THAT(read(out.path / "ncu_02_wmma.md"), ContainsSubstring("`scores_wmma`") &&
+                                                    ContainsSubstring("| 500 us |") &&
+                                                    ContainsSubstring("--batch 32 --heads 32"));
   CHECK_THAT(read(out.path / "ncu_diff_03_online_softmax.md"),
-             Catch::Contains("| -50.0\\% |") && Catch::Contains("| +35.0 pt |") &&
-                 Catch::Contains("`02_wmma` launches 3 kernels per forward pass"));
-  CHECK_THAT(read(out.path / "ncu_diff_02_wmma.md"), Catch::Contains("no `ncu_01_tiled.csv`"));
+             ContainsSubstring("| -50.0\\% |") && ContainsSubstring("| +35.0 pt |") &&
+                 ContainsSubstring("`02_wmma` launches 3 kernels per forward pass"));
+  CHECK_THAT(read(out.path / "ncu_diff_02_wmma.md"), ContainsSubstring("no `ncu_01_tiled.csv`"));
   CHECK_THAT(read(out.path / "ncu_05_warp_specialized.md"),
-             Catch::Contains("no Nsight Compute profile of `05_warp_specialized`"));
+             ContainsSubstring("no Nsight Compute profile of `05_warp_specialized`"));
   CHECK_THAT(read(out.path / "provenance.md"),
-             Catch::Contains("| `peak_gemm/fp16` | 500 TFLOP/s |") &&
-                 Catch::Contains("Fixture GPU, 1000 MHz"));
+             ContainsSubstring("| `peak_gemm/fp16` | 500 TFLOP/s |") &&
+                 ContainsSubstring("Fixture GPU, 1000 MHz"));
   // The plot data: TFLOP/s with four digits, '-' where a backend has no time.
   CHECK_THAT(read(out.path / "plot_stages.dat"),
-             Catch::Contains("backend \"S=512\" \"S=1024\"\n") &&
-                 Catch::Contains("\n03_online_softmax 68.72 68.72\n") &&
-                 Catch::Contains("\nsdpa_efficient 85.90 -\n"));
-  CHECK_THAT(read(out.path / "plot_seqlen.dat"),
-             Catch::Contains("Sq baseline_cublas sdpa_flash sdpa_efficient sdpa_math\n512 34.36"));
+             ContainsSubstring("backend \"S=512\" \"S=1024\"\n") &&
+                 ContainsSubstring("\n03_online_softmax 68.72 68.72\n") &&
+                 ContainsSubstring("\nsdpa_efficient 85.90 -\n"));
+  CHECK_THAT(
+      read(out.path / "plot_seqlen.dat"),
+      ContainsSubstring("Sq baseline_cublas sdpa_flash sdpa_efficient sdpa_math\n512 34.36"));
   CHECK(is_png(out.path / "plot_stages.png"));
   CHECK(is_png(out.path / "plot_seqlen.png"));
+}
+
+int main(int argc, char** argv) {
+  return Catch::Session().run(argc, argv);
 }
