@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -166,6 +167,95 @@ Tolerance default_tolerance(const Problem& p, const Reference& exact) {
   return {unit_roundoff(p.dtype) * max_abs, 1e-5};
 }
 
+namespace {
+
+// "0-63, 128-191" from the sorted distinct block indices of width `w` (the last clipped at `n`).
+std::string ranges(const std::set<std::int64_t>& blocks, std::int64_t w, std::int64_t n) {
+  std::ostringstream os;
+  bool open = false;
+  std::int64_t first = 0, last = 0;
+  auto flush = [&] {
+    os << (os.tellp() > 0 ? ", " : "") << first * w << "-" << std::min((last + 1) * w, n) - 1;
+  };
+  for (std::int64_t b : blocks) {
+    if (open && b == last + 1) {
+      last = b;
+      continue;
+    }
+    if (open) flush();
+    open = true;
+    first = last = b;
+  }
+  if (open) flush();
+  return os.str();
+}
+
+// Where a failed check's errors live (CheckResult::triage). An element of O is wrong when it is
+// not finite or its error exceeds the bound; a row's LSE when its -inf-ness differs from the
+// reference or its error exceeds the LSE bound. Query rows are grouped in blocks of 64 (the tile
+// height of the fused stages' blocks and consumers) and D in groups of 16 (one MMA fragment).
+std::string triage(const Problem& p, const Reference& exact, const std::vector<std::uint16_t>& o,
+                   const std::vector<float>& lse, const CheckResult& c) {
+  constexpr std::int64_t kRowBlock = 64, kColGroup = 16;
+  const std::int64_t D = p.head_dim;
+  std::set<std::int64_t> heads, row_blocks, col_groups;
+  std::int64_t wrong = 0, nan = 0, inf = 0, lse_wrong = 0;
+  std::ostringstream first;
+  for (std::size_t idx = 0; idx < exact.heads.size(); ++idx) {
+    const std::int64_t h = exact.heads[idx];
+    for (std::int64_t i = 0; i < p.seq_q; ++i) {
+      const std::int64_t ref_row = static_cast<std::int64_t>(idx) * p.seq_q + i;
+      const std::int64_t gpu_row = h * p.seq_q + i;
+      for (std::int64_t d = 0; d < D; ++d) {
+        const double ref = exact.o[ref_row * D + d];
+        const double got = bits_to_float(o[gpu_row * D + d], p.dtype);
+        nan += std::isnan(got) ? 1 : 0;
+        inf += std::isinf(got) ? 1 : 0;
+        if (std::isfinite(got) && std::abs(got - ref) <= c.o_bound) continue;
+        if (wrong++ == 0) {
+          first.precision(6);
+          first << "first wrong: head " << h << " row " << i << " d " << d << ": " << got
+                << " (reference " << ref << ")";
+        }
+        heads.insert(h);
+        row_blocks.insert(i / kRowBlock);
+        col_groups.insert(d / kColGroup);
+      }
+      const double lref = exact.lse[ref_row], lgot = lse[gpu_row];
+      const bool both_minus_inf = std::isinf(lref) && lref < 0 && std::isinf(lgot) && lgot < 0;
+      if (!both_minus_inf &&
+          (!std::isfinite(lgot) || !std::isfinite(lref) || std::abs(lgot - lref) > c.lse_bound)) {
+        ++lse_wrong;
+        heads.insert(h);
+        row_blocks.insert(i / kRowBlock);
+      }
+    }
+  }
+  std::ostringstream os;
+  os << "triage: " << wrong << " wrong O elements";
+  if (!heads.empty()) {
+    os << " in heads {";
+    int shown = 0;
+    for (std::int64_t h : heads) {
+      if (shown++ == 8) {
+        os << ", ...";
+        break;
+      }
+      os << (shown > 1 ? ", " : "") << h;
+    }
+    os << "}, query rows " << ranges(row_blocks, kRowBlock, p.seq_q);
+    if (!col_groups.empty()) os << ", D columns " << ranges(col_groups, kColGroup, D);
+  }
+  os << "; "
+     << (lse_wrong ? std::to_string(lse_wrong) + " rows of LSE wrong"
+                   : std::string("LSE right, only O wrong"));
+  os << "; " << nan << " NaN (poison or computed), " << inf << " inf";
+  if (wrong) os << "; " << first.str();
+  return os.str();
+}
+
+}  // namespace
+
 CheckResult check_attention(const Problem& p, const Reference& exact, const Reference& same,
                             const std::vector<std::uint16_t>& o, const std::vector<float>& lse,
                             const Tolerance& tol) {
@@ -225,6 +315,10 @@ CheckResult check_attention(const Problem& p, const Reference& exact, const Refe
   }
   s << " on " << p.name() << " over " << exact.heads.size() << " of " << p.batch_heads()
     << " heads: " << (c.pass ? "PASS" : "FAIL");
+  if (!c.pass) {
+    c.triage = triage(p, exact, o, lse, c);
+    s << "\n  " << c.triage;
+  }
   c.summary = s.str();
   return c;
 }

@@ -193,3 +193,41 @@ TEST_CASE("the pass rule catches a planted error, a NaN, and a wrong masked row"
     CHECK_FALSE(check(f).pass);
   }
 }
+
+TEST_CASE("a failed check says where the error lives: heads, row blocks, D columns, LSE or O") {
+  SECTION("a passing check has no triage") {
+    CHECK(check(fake(false, 40, 40)).triage.empty());
+  }
+  SECTION("one poisoned element: its head, its 64-row block and 16-column group, LSE right") {
+    Fake f = fake(false, 130, 60);  // D = 32, two heads, rows 0..129
+    // head 1, row 70, d 20: flat index (1 * 130 + 70) * 32 + 20.
+    f.o[(1 * 130 + 70) * 32 + 20] = 0xFFFF;
+    const CheckResult c = check(f);
+    REQUIRE_FALSE(c.pass);
+    INFO(c.triage);
+    CHECK_THAT(c.triage, ContainsSubstring("1 wrong O elements in heads {1}, query rows 64-127, "
+                                           "D columns 16-31"));
+    CHECK_THAT(c.triage, ContainsSubstring("LSE right, only O wrong"));
+    CHECK_THAT(c.triage, ContainsSubstring("1 NaN (poison or computed), 0 inf"));
+    CHECK_THAT(c.triage, ContainsSubstring("first wrong: head 1 row 70 d 20: nan (reference "));
+    CHECK_THAT(c.summary, ContainsSubstring(c.triage));
+  }
+  SECTION("wrong rows in two blocks, the last one ragged") {
+    Fake f = fake(false, 130, 60);
+    for (std::int64_t row : {3, 129})
+      f.o[row * 32 + 5] =
+          float_to_bits(bits_to_float(f.o[row * 32 + 5], f.p.dtype) + 1.0f, f.p.dtype);
+    const CheckResult c = check(f);
+    INFO(c.triage);
+    CHECK_THAT(c.triage, ContainsSubstring("2 wrong O elements in heads {0}, query rows 0-63, "
+                                           "128-129, D columns 0-15"));
+  }
+  SECTION("an LSE error is told apart from an O error") {
+    Fake f = fake(false, 40, 40);
+    f.lse[40 + 7] += 1.0f;  // head 1, row 7
+    const CheckResult c = check(f);
+    INFO(c.triage);
+    CHECK_THAT(c.triage, ContainsSubstring("0 wrong O elements in heads {1}, query rows 0-39"));
+    CHECK_THAT(c.triage, ContainsSubstring("1 rows of LSE wrong"));
+  }
+}

@@ -49,6 +49,10 @@ struct CheckResult {
   std::int64_t lse_mismatch = 0;  ///< rows whose -inf-ness differs from the reference
   std::int64_t worst_row = -1;    ///< flat row (head*Sq + i) of the largest O error
   std::string summary;            ///< one line: errors, bounds, PASS/FAIL, shape
+  /// Empty on PASS; on FAIL, where the error lives: the heads, the 64-row blocks of queries and
+  /// 16-column groups of D that hold wrong elements, whether LSE is wrong or only O, NaN and inf
+  /// counts, and the first wrong element beside its reference. Also appended to `summary`.
+  std::string triage;
 };
 
 /// The pass rule: max|O - O_ref| <= 2 * max|O_same - O_ref| + floor, LSE likewise, no NaN.
