@@ -114,6 +114,17 @@ Table status_table(const RunData& run) {
 }
 
 std::string status_block(const RunData& run) {
+  // A run folder with test or sanitizer logs but no timings yet (run.sh --steps tests,...) still
+  // gets its table; only a folder with neither is "no run".
+  bool has_logs = fs::exists(run.dir / "tests.log");
+  for (std::string_view s : kStages)
+    has_logs = has_logs || sanitizer_result(run, s).has_value();
+  if (run.empty() && has_logs) {
+    return render(plain("Run folder ") + code(run.dir.filename().string()) +
+                      plain(" (no timings: ") + plain(run.missing_reason) + plain(")."),
+                  Format::markdown) +
+           "\n\n" + render(status_table(run), Format::markdown);
+  }
   if (run.empty()) {
     return render(plain("No GPU run is committed yet: every stage compiles and passes the CPU "
                         "tests, but none has run on a GPU. Run ") +
