@@ -1,4 +1,4 @@
-# flashsteps_add_stage(<name> SOURCES <files...> [DIR <folder>] [ARCHS <archs...>])
+# flashsteps_add_stage(<name> SOURCES <files...> [DIR <folder>] [ARCHS <archs...>] [WATCHDOG])
 #
 # Turns one stage folder into everything a reader runs:
 #   fs_stage_<name>   a library with the stage's kernels and launcher (defines make_stage())
@@ -7,10 +7,14 @@
 #   bench_<name>      the shared Google Benchmark harness (bench/harness.cpp) on this stage
 # and captures the ptxas resource report (registers, shared memory, spills per kernel and arch)
 # of its CUDA sources to ${CMAKE_BINARY_DIR}/resources/<name>.ptxas.txt at build time.
+# WATCHDOG: the stage's kernels spin-wait on barriers (flashsteps/cuda/watchdog.cuh). Its sources
+# are then compiled a second time, with the watchdog on, into fs_stage_<name>_checked, which the
+# GPU suite links: a wait that never ends fails the test with a message instead of hanging it.
+# The runner and the bench keep the library without it, so what they time is unchanged.
 set(FLASHSTEPS_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." CACHE INTERNAL "")
 
 function(flashsteps_add_stage name)
-  cmake_parse_arguments(ARG "" "DIR" "SOURCES;ARCHS" ${ARGN})
+  cmake_parse_arguments(ARG "WATCHDOG" "DIR" "SOURCES;ARCHS" ${ARGN})
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "flashsteps_add_stage(${name}): SOURCES is required")
   endif()
@@ -45,8 +49,20 @@ function(flashsteps_add_stage name)
   target_link_libraries(${runner} PRIVATE ${lib} flashsteps::runner)
   set_target_properties(${runner} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/stages")
 
+  set(test_lib ${lib})
+  if(ARG_WATCHDOG)
+    set(test_lib ${lib}_checked)
+    add_library(${test_lib} STATIC ${ARG_SOURCES})
+    target_include_directories(${test_lib} PRIVATE "${ARG_DIR}")
+    target_link_libraries(${test_lib} PUBLIC flashsteps::common)
+    # About two seconds at 2 GHz: far past any real wait (flashsteps/cuda/watchdog.cuh).
+    target_compile_definitions(${test_lib} PRIVATE FLASHSTEPS_WATCHDOG_CYCLES=4000000000LL)
+    if(ARG_ARCHS)
+      set_target_properties(${test_lib} PROPERTIES CUDA_ARCHITECTURES "${ARG_ARCHS}")
+    endif()
+  endif()
   add_executable(test_${name} ${FLASHSTEPS_GPU_SUITE_SOURCES})
-  target_link_libraries(test_${name} PRIVATE ${lib} flashsteps_gpu_suite)
+  target_link_libraries(test_${name} PRIVATE ${test_lib} flashsteps_gpu_suite)
   set_target_properties(test_${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/tests")
   add_test(NAME gpu.${name} COMMAND test_${name})
   set_tests_properties(gpu.${name} PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)

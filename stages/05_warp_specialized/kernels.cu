@@ -68,6 +68,7 @@
 #include <type_traits>
 
 #include "flashsteps/cuda/dtype.cuh"
+#include "flashsteps/cuda/watchdog.cuh"
 #include "flashsteps/cuda_check.hpp"
 #include "flashsteps/mask.hpp"
 #include "kernels.cuh"
@@ -108,10 +109,14 @@ __device__ __forceinline__ bool phase_done(std::uint64_t* handle, std::uint32_t 
 
 // Returns once the phase of `bar` with this parity has completed. Not Barrier::wait_parity(): on
 // the device that is CCCL's generic poll-with-backoff, which reads the global timer before its
-// first poll and to pace its backoff — costs that would be paid every tile here.
-__device__ __forceinline__ void wait_phase(Barrier& bar, std::uint32_t parity) {
+// first poll and to pace its backoff — costs that would be paid every tile here. `name` and
+// `slot` only label the watchdog's message in test builds (flashsteps/cuda/watchdog.cuh).
+__device__ __forceinline__ void wait_phase(Barrier& bar, std::uint32_t parity, const char* name,
+                                           int slot) {
   std::uint64_t* handle = cuda::device::barrier_native_handle(bar);
+  const watchdog::Spin spin;
   while (!phase_done(handle, parity)) {
+    spin.check(name, slot, parity);
   }
 }
 //! [barriers]
@@ -269,7 +274,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
       const int s = j % kStages;
       // The ring starts empty: tiles 0 .. kStages-1 go straight in. Tile j >= kStages reuses the
       // stage of tile j - kStages and waits for its release: phase (j / kStages - 1) of empty[s].
-      if (j >= kStages) wait_phase(empty[s], (j / kStages - 1) & 1);
+      if (j >= kStages) wait_phase(empty[s], (j / kStages - 1) & 1, "empty", s);
       load_tile_async<Tile, Bc, Tile::kProducerThreads>(stage_k(s), kLdKV, k_head, j * Bc, sh.skv,
                                                         rank, pipe);  // K_j (Bc, D)
       load_tile_async<Tile, Bc, Tile::kProducerThreads>(stage_v(s), kLdKV, v_head, j * Bc, sh.skv,
@@ -327,7 +332,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
     // has arrived and all of their copies into the stage are done, and the wait makes those writes
     // visible to this thread. It replaces stage 04's wait_group + __syncthreads(); no consumer
     // waits for another consumer.
-    wait_phase(full[stage], (j / kStages) & 1);
+    wait_phase(full[stage], (j / kStages) & 1, "full", stage);
     //! [consumer_wait]
 
     //! [scores]

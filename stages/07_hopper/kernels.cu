@@ -83,6 +83,7 @@
 
 #include "flashsteps/cuda/dtype.cuh"
 #include "flashsteps/cuda/ptx.cuh"
+#include "flashsteps/cuda/watchdog.cuh"
 #include "flashsteps/cuda_check.hpp"
 #include "flashsteps/mask.hpp"
 #include "kernels.cuh"
@@ -101,8 +102,13 @@ constexpr int kBarStore = 3;
 //! [barriers]
 // Waits until the mbarrier's phase with parity `parity` has completed. mbarrier.try_wait.parity
 // (cuda::ptx) suspends the thread in hardware for a while before returning false; loop until true.
-__device__ __forceinline__ void wait_parity(std::uint64_t* bar, std::uint32_t parity) {
+// `name` and `slot` only label the watchdog's message in test builds
+// (flashsteps/cuda/watchdog.cuh).
+__device__ __forceinline__ void wait_parity(std::uint64_t* bar, std::uint32_t parity,
+                                            const char* name, int slot) {
+  const watchdog::Spin spin;
   while (!cuda::ptx::mbarrier_try_wait_parity(bar, parity)) {
+    spin.check(name, slot, parity);
   }
 }
 //! [barriers]
@@ -234,7 +240,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       for (int j = 0; j < Tc_i; ++j) {
         const int s = j % kStages;
         const std::uint32_t n = static_cast<std::uint32_t>(j / kStages);
-        wait_parity(&empty[s], (n & 1u) ^ 1u);  // both consumers are done with tile j - kStages
+        wait_parity(&empty[s], (n & 1u) ^ 1u, "empty",
+                    s);  // both consumers are done with tile j - kStages
         // K_j then V_j: (Bc, 64) boxes at (col, key row, head); keys >= Skv are zero-filled.
         cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
                                              cuda::ptx::space_shared, &k_full[s],
@@ -314,7 +321,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     float l_run[2] = {0.0f, 0.0f};  // this lane's share of the running sums (quad-reduced later)
     std::uint32_t p_frag[Tile::kPV][4];  // (64, Bc) dtype P strip: Bc/16 register A operands
 
-    if (Tc_i > 0) wait_parity(q_full, 0);
+    if (Tc_i > 0) wait_parity(q_full, 0, "q_full", 0);
     //! [pingpong]
     // Consumer 0 goes first: consumer 1 opens consumer 0's turn barrier once. Afterwards each
     // consumer, after issuing its products of tile j, opens the other's turn — except consumer 1
@@ -332,10 +339,10 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       constexpr bool kFirst = decltype(first)::value;
       const int s = j % kStages;
       const int kv0 = j * Bc;  // first key of K_j
-      wait_parity(&k_full[s], static_cast<std::uint32_t>(j / kStages) & 1u);
+      wait_parity(&k_full[s], static_cast<std::uint32_t>(j / kStages) & 1u, "k_full", s);
       const int sp = (j + kStages - 1) % kStages;  // stage of tile j - 1 (unless kFirst)
       if constexpr (!kFirst)
-        wait_parity(&v_full[sp], static_cast<std::uint32_t>((j - 1) / kStages) & 1u);
+        wait_parity(&v_full[sp], static_cast<std::uint32_t>((j - 1) / kStages) & 1u, "v_full", sp);
 
       //! [wgmma]
       ptx::named_barrier_sync(kBarTurn + cw,
@@ -458,7 +465,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     // The last tile's O += P V (outside the ping-pong: nothing left to overlap it with).
     if (Tc_i > 0) {
       const int sp = (Tc_i - 1) % kStages;
-      wait_parity(&v_full[sp], static_cast<std::uint32_t>((Tc_i - 1) / kStages) & 1u);
+      wait_parity(&v_full[sp], static_cast<std::uint32_t>((Tc_i - 1) / kStages) & 1u, "v_full", sp);
       ptx::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < Tile::kPV; ++kk) {
