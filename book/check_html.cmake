@@ -109,11 +109,8 @@ foreach(path IN LISTS pages)
   find_first("${page}" "a raw \\f$ or \\f[ (a formula inside \"double quotes\"?)" "\\\\f[$[]"
              "${text}")
   find_first("${page}" "a \\( or \\[ that opens no formula" "\\\\[([]" "${text}")
-  # Only ** that opens a paragraph or follows a link, for now: the table captions fs_table writes
-  # ("**`00_scalar` at every ...**") begin with a code span, which Doxygen 1.9.4 leaves as
-  # asterisks; once they do not, this becomes any "\\*\\*".
-  find_first("${page}" "bold ** left as asterisks (around a \\ref, code or math?)"
-             "(<p >|</a>)\\*\\*" "${text}")
+  find_first("${page}" "bold ** left as asterisks (around a \\ref, code or math?)" "\\*\\*"
+             "${text}")
   find_first("${page}" "an unresolved \\ref" "[\\\\@]ref[ {]" "${text}")
 
   # Everything the page loads comes from this folder.

@@ -96,7 +96,9 @@ std::string render(const Table& t, Format f) {
 
   std::ostringstream os;
   if (f == Format::markdown) {
-    if (!t.caption.empty()) os << "**" << render(t.caption, f) << "**\n\n";
+    // <b>, not **: Doxygen 1.9.4 leaves **...** as asterisks when it opens with a code span,
+    // which most captions do ("`03_online_softmax` at every shape").
+    if (!t.caption.empty()) os << "<b>" << render(t.caption, f) << "</b>\n\n";
     for (std::size_t r = 0; r < rows.size(); ++r) {
       os << '|';
       for (const std::string& cell : rows[r])
