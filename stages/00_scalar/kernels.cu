@@ -29,11 +29,6 @@
 namespace flashsteps::scalar {
 namespace {
 
-std::int64_t grid_for(std::int64_t work, int threads) {
-  const std::int64_t blocks = (work + threads - 1) / threads;
-  return blocks < ScalarTraits::kMaxBlocks ? blocks : ScalarTraits::kMaxBlocks;
-}
-
 //! [scores]
 // S[bh, i, j] = scale · Σ_d Q[bh, i, d] · K[bh, j, d]; masked entries get -inf.
 // Consecutive threads take consecutive j: Q's row is a broadcast, K's rows are D elements apart.
@@ -87,10 +82,11 @@ __global__ void pv_kernel(const float* __restrict__ p, const T* __restrict__ v, 
 
 template <class T, bool kCausal>
 void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
-  using Tr = ScalarTraits;
+  using Tile = ScalarTraits;
   float* s = static_cast<float*>(a.workspace);
-  const auto score_blocks = grid_for(sh.bh * sh.sq * sh.skv, Tr::kScoreThreads);
-  scores_kernel<T, kCausal><<<score_blocks, Tr::kScoreThreads, 0, stream>>>(
+  const auto score_blocks =
+      grid_size(sh.bh * sh.sq * sh.skv, Tile::kScoreThreads, Tile::kMaxBlocks);
+  scores_kernel<T, kCausal><<<score_blocks, Tile::kScoreThreads, 0, stream>>>(
       static_cast<const T*>(a.q), static_cast<const T*>(a.k), s, sh);
   FS_CHECK_LAUNCH();
   //! [softmax]
@@ -99,9 +95,9 @@ void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
   // 01 and 02 and the cuBLAS baseline: common/include/flashsteps/cuda/row_softmax.cuh.
   launch_row_softmax<float, kCausal>(s, s, a.lse, {sh.bh * sh.sq, sh.sq, sh.skv, sh.skv}, stream);
   //! [softmax]
-  const auto pv_blocks = grid_for(sh.bh * sh.sq * sh.d, Tr::kPvThreads);
-  pv_kernel<T, kCausal><<<pv_blocks, Tr::kPvThreads, 0, stream>>>(s, static_cast<const T*>(a.v),
-                                                                  static_cast<T*>(a.o), sh);
+  const auto pv_blocks = grid_size(sh.bh * sh.sq * sh.d, Tile::kPvThreads, Tile::kMaxBlocks);
+  pv_kernel<T, kCausal><<<pv_blocks, Tile::kPvThreads, 0, stream>>>(s, static_cast<const T*>(a.v),
+                                                                    static_cast<T*>(a.o), sh);
   FS_CHECK_LAUNCH();
 }
 

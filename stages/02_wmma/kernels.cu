@@ -54,10 +54,6 @@ namespace {
 
 namespace wmma = nvcuda::wmma;
 
-__host__ __device__ constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
-  return (a + b - 1) / b;
-}
-
 //! [copy_tile]
 // Copies a (kRows, kCols) tile of a row-major 16-bit matrix (rows `src_ld` elements apart) into
 // shared memory with row pitch kLd, 16 bytes per thread per step; 8 consecutive threads fill 128
@@ -104,85 +100,87 @@ template <class T, int D, bool kCausal>
 __global__ void __launch_bounds__(WmmaTraits<D>::kThreads)
     scores_kernel(const T* __restrict__ q, const T* __restrict__ k, float* __restrict__ s,
                   Shape sh) {
-  using Tr = WmmaTraits<D>;
+  using Tile = WmmaTraits<D>;
   extern __shared__ __align__(128) unsigned char smem[];
-  T* qs = reinterpret_cast<T*>(smem);                // (Br, D) tile of Q, pitch D + 8
-  T* ks = reinterpret_cast<T*>(smem + Tr::kQBytes);  // (Bc, D) tile of K, pitch D + 8
+  T* qs = reinterpret_cast<T*>(smem);                  // (Br, D) tile of Q, pitch D + 8
+  T* ks = reinterpret_cast<T*>(smem + Tile::kQBytes);  // (Bc, D) tile of K, pitch D + 8
   float* ss = reinterpret_cast<float*>(smem);  // (Br, Bc) fp32 S, pitch Bc + 4; aliases qs, ks
   const int warp = threadIdx.x / 32;
-  const int wm = warp / Tr::kWarpsN, wn = warp % Tr::kWarpsN;  // this warp's part of the tile
-  const std::int64_t tiles_q = ceil_div(sh.sq, Tr::kBr), tiles_kv = ceil_div(sh.skv, Tr::kBc);
+  const int wm = warp / Tile::kWarpsN, wn = warp % Tile::kWarpsN;  // this warp's part of the tile
+  const std::int64_t tiles_q = ceil_div(sh.sq, Tile::kBr), tiles_kv = ceil_div(sh.skv, Tile::kBc);
 
   for (std::int64_t tile = blockIdx.x; tile < sh.bh * tiles_q * tiles_kv; tile += gridDim.x) {
     const std::int64_t bh = tile / (tiles_q * tiles_kv);
-    const std::int64_t i0 = tile / tiles_kv % tiles_q * Tr::kBr;  // first query row of the tile
-    const std::int64_t j0 = tile % tiles_kv * Tr::kBc;            // first key of the tile
-    const int rows_q = static_cast<int>(min(std::int64_t{Tr::kBr}, sh.sq - i0));
-    const int rows_k = static_cast<int>(min(std::int64_t{Tr::kBc}, sh.skv - j0));
+    const std::int64_t i0 = tile / tiles_kv % tiles_q * Tile::kBr;  // first query row of the tile
+    const std::int64_t j0 = tile % tiles_kv * Tile::kBc;            // first key of the tile
+    const int rows_q = static_cast<int>(min(std::int64_t{Tile::kBr}, sh.sq - i0));
+    const int rows_k = static_cast<int>(min(std::int64_t{Tile::kBc}, sh.skv - j0));
     // Causal: kv_end grows with i, so if the tile's last row sees none of its keys, no row does.
     // The condition is the same for every thread of the block: skipping cannot split a barrier.
     if (j0 >= causal_kv_end(i0 + rows_q - 1, sh.sq, sh.skv, kCausal)) continue;
 
-    copy_tile<Tr::kBr, D, Tr::kLdQK, Tr::kThreads>(qs, q + (bh * sh.sq + i0) * D, D, rows_q, D);
-    copy_tile<Tr::kBc, D, Tr::kLdQK, Tr::kThreads>(ks, k + (bh * sh.skv + j0) * D, D, rows_k, D);
+    copy_tile<Tile::kBr, D, Tile::kLdQK, Tile::kThreads>(qs, q + (bh * sh.sq + i0) * D, D, rows_q,
+                                                         D);
+    copy_tile<Tile::kBc, D, Tile::kLdQK, Tile::kThreads>(ks, k + (bh * sh.skv + j0) * D, D, rows_k,
+                                                         D);
     __syncthreads();  // the tiles are staged: each warp reads rows other warps copied
 
     // (32, 16) part of S per warp: rows wm·32 + 16·fm, keys wn·16 + 16·fn.
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[Tr::kFragsM][Tr::kFragsNS];
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[Tile::kFragsM][Tile::kFragsNS];
 #pragma unroll
-    for (int fm = 0; fm < Tr::kFragsM; ++fm)
+    for (int fm = 0; fm < Tile::kFragsM; ++fm)
 #pragma unroll
-      for (int fn = 0; fn < Tr::kFragsNS; ++fn)
+      for (int fn = 0; fn < Tile::kFragsNS; ++fn)
         wmma::fill_fragment(acc[fm][fn], 0.0f);
 
         // Unrolled by 2, not fully: a full unroll hoists every fragment load of the loop ahead of
         // the MMAs and costs ~1.5x the registers (see the ptxas report) for no gain in a kernel
         // bound by S's traffic.
 #pragma unroll 2
-    for (int kk = 0; kk < D; kk += Tr::kFrag) {
+    for (int kk = 0; kk < D; kk += Tile::kFrag) {
       // (16, 16) pieces of Q (row-major) and of Kᵀ: K's rows are Kᵀ's columns, so the K tile
       // read with its own pitch is Kᵀ in column-major order — no transpose is ever stored.
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[Tr::kFragsM];
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b[Tr::kFragsNS];
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[Tile::kFragsM];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b[Tile::kFragsNS];
 #pragma unroll
-      for (int fm = 0; fm < Tr::kFragsM; ++fm)
-        wmma::load_matrix_sync(a[fm], qs + (wm * Tr::kWarpRows + fm * 16) * Tr::kLdQK + kk,
-                               Tr::kLdQK);
+      for (int fm = 0; fm < Tile::kFragsM; ++fm)
+        wmma::load_matrix_sync(a[fm], qs + (wm * Tile::kWarpRows + fm * 16) * Tile::kLdQK + kk,
+                               Tile::kLdQK);
 #pragma unroll
-      for (int fn = 0; fn < Tr::kFragsNS; ++fn)
-        wmma::load_matrix_sync(b[fn], ks + (wn * Tr::kWarpColsS + fn * 16) * Tr::kLdQK + kk,
-                               Tr::kLdQK);
+      for (int fn = 0; fn < Tile::kFragsNS; ++fn)
+        wmma::load_matrix_sync(b[fn], ks + (wn * Tile::kWarpColsS + fn * 16) * Tile::kLdQK + kk,
+                               Tile::kLdQK);
 #pragma unroll
-      for (int fm = 0; fm < Tr::kFragsM; ++fm)
+      for (int fm = 0; fm < Tile::kFragsM; ++fm)
 #pragma unroll
-        for (int fn = 0; fn < Tr::kFragsNS; ++fn)
+        for (int fn = 0; fn < Tile::kFragsNS; ++fn)
           wmma::mma_sync(acc[fm][fn], a[fm], b[fn], acc[fm][fn]);
     }
 
     __syncthreads();  // every warp is done with Q and K: the staging tile overwrites them
 #pragma unroll
-    for (int fm = 0; fm < Tr::kFragsM; ++fm)
+    for (int fm = 0; fm < Tile::kFragsM; ++fm)
 #pragma unroll
-      for (int fn = 0; fn < Tr::kFragsNS; ++fn) {
+      for (int fn = 0; fn < Tile::kFragsNS; ++fn) {
         // Element-wise on a fragment is layout-agnostic: every element gets the same scale.
 #pragma unroll
         for (int e = 0; e < acc[fm][fn].num_elements; ++e)
           acc[fm][fn].x[e] *= sh.scale;
         wmma::store_matrix_sync(
-            ss + (wm * Tr::kWarpRows + fm * 16) * Tr::kLdS + wn * Tr::kWarpColsS + fn * 16,
-            acc[fm][fn], Tr::kLdS, wmma::mem_row_major);
+            ss + (wm * Tile::kWarpRows + fm * 16) * Tile::kLdS + wn * Tile::kWarpColsS + fn * 16,
+            acc[fm][fn], Tile::kLdS, wmma::mem_row_major);
       }
     __syncthreads();  // the whole S tile is staged: each thread copies out other warps' values
 
     // Masked copy-out: a warp writes 32 consecutive scores of one row (128 B).
 #pragma unroll 4
-    for (int it = 0; it < Tr::kBr * Tr::kBc / Tr::kThreads; ++it) {
-      const int e = threadIdx.x + it * Tr::kThreads;
-      const int r = e / Tr::kBc, c = e % Tr::kBc;
+    for (int it = 0; it < Tile::kBr * Tile::kBc / Tile::kThreads; ++it) {
+      const int e = threadIdx.x + it * Tile::kThreads;
+      const int r = e / Tile::kBc, c = e % Tile::kBc;
       if (r >= rows_q) break;  // rows grow with it: the rest of this thread's elements are out too
       const std::int64_t j = j0 + c;
       if (j < causal_kv_end(i0 + r, sh.sq, sh.skv, kCausal))  // <= Skv: also the ragged edge
-        s[(bh * sh.sq + i0 + r) * sh.skv + j] = ss[r * Tr::kLdS + c];
+        s[(bh * sh.sq + i0 + r) * sh.skv + j] = ss[r * Tile::kLdS + c];
     }
     __syncthreads();  // the staging tile is read before the next tile's copies overwrite it
   }
@@ -196,19 +194,19 @@ __global__ void __launch_bounds__(WmmaTraits<D>::kThreads)
 template <class T, int D, bool kCausal>
 __global__ void __launch_bounds__(WmmaTraits<D>::kThreads)
     pv_kernel(const T* __restrict__ p, const T* __restrict__ v, T* __restrict__ o, Shape sh) {
-  using Tr = WmmaTraits<D>;
+  using Tile = WmmaTraits<D>;
   extern __shared__ __align__(128) unsigned char smem[];
-  T* ps = reinterpret_cast<T*>(smem);                // (Br, Bk) chunk of P, pitch Bk + 8
-  T* vs = reinterpret_cast<T*>(smem + Tr::kPBytes);  // (Bk, D) chunk of V, pitch D + 8
-  float* os = reinterpret_cast<float*>(smem);        // (Br, D) fp32 O, pitch D + 4; aliases ps, vs
+  T* ps = reinterpret_cast<T*>(smem);                  // (Br, Bk) chunk of P, pitch Bk + 8
+  T* vs = reinterpret_cast<T*>(smem + Tile::kPBytes);  // (Bk, D) chunk of V, pitch D + 8
+  float* os = reinterpret_cast<float*>(smem);  // (Br, D) fp32 O, pitch D + 4; aliases ps, vs
   const int warp = threadIdx.x / 32;
-  const int wm = warp / Tr::kWarpsN, wn = warp % Tr::kWarpsN;  // this warp's part of the tile
-  const std::int64_t tiles_q = ceil_div(sh.sq, Tr::kBr);
+  const int wm = warp / Tile::kWarpsN, wn = warp % Tile::kWarpsN;  // this warp's part of the tile
+  const std::int64_t tiles_q = ceil_div(sh.sq, Tile::kBr);
 
   for (std::int64_t tile = blockIdx.x; tile < sh.bh * tiles_q; tile += gridDim.x) {
     const std::int64_t bh = tile / tiles_q;
-    const std::int64_t i0 = tile % tiles_q * Tr::kBr;  // first query row of the tile
-    const int rows = static_cast<int>(min(std::int64_t{Tr::kBr}, sh.sq - i0));
+    const std::int64_t i0 = tile % tiles_q * Tile::kBr;  // first query row of the tile
+    const int rows = static_cast<int>(min(std::int64_t{Tile::kBr}, sh.sq - i0));
     // Keys [0, kv_end) are visible to at least the tile's last row; past it P is 0 for every row.
     // 0 when no row sees a key: the loop does not run and O = 0, as the contract wants.
     const std::int64_t kv_end = causal_kv_end(i0 + rows - 1, sh.sq, sh.skv, kCausal);
@@ -216,39 +214,39 @@ __global__ void __launch_bounds__(WmmaTraits<D>::kThreads)
     const T* vh = v + bh * sh.skv * D;             // (Skv, D) V of this head
 
     // (32, D/4) part of O per warp: rows wm·32 + 16·fm, columns wn·D/4 + 16·fn.
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[Tr::kFragsM][Tr::kFragsNO];
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[Tile::kFragsM][Tile::kFragsNO];
 #pragma unroll
-    for (int fm = 0; fm < Tr::kFragsM; ++fm)
+    for (int fm = 0; fm < Tile::kFragsM; ++fm)
 #pragma unroll
-      for (int fn = 0; fn < Tr::kFragsNO; ++fn)
+      for (int fn = 0; fn < Tile::kFragsNO; ++fn)
         wmma::fill_fragment(acc[fm][fn], 0.0f);
 
-    for (std::int64_t k0 = 0; k0 < kv_end; k0 += Tr::kBk) {
-      const int cols = static_cast<int>(min(std::int64_t{Tr::kBk}, kv_end - k0));
+    for (std::int64_t k0 = 0; k0 < kv_end; k0 += Tile::kBk) {
+      const int cols = static_cast<int>(min(std::int64_t{Tile::kBk}, kv_end - k0));
       // P: k0 + (a multiple of 8 below cols) + 8 <= kv_end rounded up to 8 <= ldp, inside the
       // row, and the softmax wrote every column below ldp (0 past each row's own kv_end).
-      copy_tile<Tr::kBr, Tr::kBk, Tr::kLdP, Tr::kThreads>(ps, pt + k0, sh.ldp, rows, cols);
+      copy_tile<Tile::kBr, Tile::kBk, Tile::kLdP, Tile::kThreads>(ps, pt + k0, sh.ldp, rows, cols);
       // V: keys past `cols` zero-filled (their P is 0, but V's rows past Skv do not exist).
-      copy_tile<Tr::kBk, D, Tr::kLdV, Tr::kThreads>(vs, vh + k0 * D, D, cols, D);
+      copy_tile<Tile::kBk, D, Tile::kLdV, Tile::kThreads>(vs, vh + k0 * D, D, cols, D);
       __syncthreads();  // the chunk is staged
 
       // Unrolled by 2, not fully, for the same reason as in the scores kernel.
 #pragma unroll 2
-      for (int kk = 0; kk < Tr::kBk; kk += Tr::kFrag) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[Tr::kFragsM];   // P
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[Tr::kFragsNO];  // V
+      for (int kk = 0; kk < Tile::kBk; kk += Tile::kFrag) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[Tile::kFragsM];   // P
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[Tile::kFragsNO];  // V
 #pragma unroll
-        for (int fm = 0; fm < Tr::kFragsM; ++fm)
-          wmma::load_matrix_sync(a[fm], ps + (wm * Tr::kWarpRows + fm * 16) * Tr::kLdP + kk,
-                                 Tr::kLdP);
+        for (int fm = 0; fm < Tile::kFragsM; ++fm)
+          wmma::load_matrix_sync(a[fm], ps + (wm * Tile::kWarpRows + fm * 16) * Tile::kLdP + kk,
+                                 Tile::kLdP);
 #pragma unroll
-        for (int fn = 0; fn < Tr::kFragsNO; ++fn)
-          wmma::load_matrix_sync(b[fn], vs + kk * Tr::kLdV + wn * Tr::kWarpColsO + fn * 16,
-                                 Tr::kLdV);
+        for (int fn = 0; fn < Tile::kFragsNO; ++fn)
+          wmma::load_matrix_sync(b[fn], vs + kk * Tile::kLdV + wn * Tile::kWarpColsO + fn * 16,
+                                 Tile::kLdV);
 #pragma unroll
-        for (int fm = 0; fm < Tr::kFragsM; ++fm)
+        for (int fm = 0; fm < Tile::kFragsM; ++fm)
 #pragma unroll
-          for (int fn = 0; fn < Tr::kFragsNO; ++fn)
+          for (int fn = 0; fn < Tile::kFragsNO; ++fn)
             wmma::mma_sync(acc[fm][fn], a[fm], b[fn], acc[fm][fn]);
       }
       __syncthreads();  // all reads of this chunk are done before the next one overwrites it
@@ -257,22 +255,22 @@ __global__ void __launch_bounds__(WmmaTraits<D>::kThreads)
     // The staging tile aliases ps and vs: the key loop's last barrier (or, with no keys, the
     // previous tile's last one) guarantees nobody reads them any more.
 #pragma unroll
-    for (int fm = 0; fm < Tr::kFragsM; ++fm)
+    for (int fm = 0; fm < Tile::kFragsM; ++fm)
 #pragma unroll
-      for (int fn = 0; fn < Tr::kFragsNO; ++fn)
+      for (int fn = 0; fn < Tile::kFragsNO; ++fn)
         wmma::store_matrix_sync(
-            os + (wm * Tr::kWarpRows + fm * 16) * Tr::kLdO + wn * Tr::kWarpColsO + fn * 16,
-            acc[fm][fn], Tr::kLdO, wmma::mem_row_major);
+            os + (wm * Tile::kWarpRows + fm * 16) * Tile::kLdO + wn * Tile::kWarpColsO + fn * 16,
+            acc[fm][fn], Tile::kLdO, wmma::mem_row_major);
     __syncthreads();  // the whole O tile is staged
 
     // Copy-out in the dtype, 8 elements (16 B) per thread; rows of O are D·2 bytes, 16-aligned.
     constexpr int kVecsPerRow = D / 8;
 #pragma unroll
-    for (int it = 0; it < Tr::kBr * kVecsPerRow / Tr::kThreads; ++it) {
-      const int vi = threadIdx.x + it * Tr::kThreads;
+    for (int it = 0; it < Tile::kBr * kVecsPerRow / Tile::kThreads; ++it) {
+      const int vi = threadIdx.x + it * Tile::kThreads;
       const int r = vi / kVecsPerRow, c = vi % kVecsPerRow * 8;
       if (r >= rows) break;  // rows grow with it: the rest of this thread's vectors are out too
-      const float* src = os + r * Tr::kLdO + c;
+      const float* src = os + r * Tile::kLdO + c;
       T out[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e)
@@ -286,18 +284,14 @@ __global__ void __launch_bounds__(WmmaTraits<D>::kThreads)
 }
 //! [pv]
 
-unsigned grid_for(std::int64_t tiles, std::int64_t max_blocks) {
-  return static_cast<unsigned>(tiles < max_blocks ? tiles : max_blocks);
-}
-
 template <class T, int D, bool kCausal>
 void set_smem_limits() {
-  using Tr = WmmaTraits<D>;
+  using Tile = WmmaTraits<D>;
   FS_CUDA_CHECK(cudaFuncSetAttribute(scores_kernel<T, D, kCausal>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     Tr::kScoresSmemBytes));
+                                     Tile::kScoresSmemBytes));
   FS_CUDA_CHECK(cudaFuncSetAttribute(
-      pv_kernel<T, D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kPvSmemBytes));
+      pv_kernel<T, D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kPvSmemBytes));
 }
 
 template <int D>
@@ -326,34 +320,34 @@ void configure_kernels(const DeviceInfo& dev) {
 
 template <class T, int D, bool kCausal>
 void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
-  using Tr = WmmaTraits<D>;
+  using Tile = WmmaTraits<D>;
   float* s = static_cast<float*>(a.workspace);  // (B·H, Sq, Skv) fp32
   T* p = reinterpret_cast<T*>(static_cast<unsigned char*>(a.workspace) +
                               p_offset_bytes(sh.bh, sh.sq, sh.skv));  // (B·H, Sq, ldp) dtype
-  const std::int64_t tiles_q = ceil_div(sh.sq, Tr::kBr);
+  const std::int64_t tiles_q = ceil_div(sh.sq, Tile::kBr);
   const unsigned score_blocks =
-      grid_for(sh.bh * tiles_q * ceil_div(sh.skv, Tr::kBc), Tr::kMaxBlocks);
-  scores_kernel<T, D, kCausal><<<score_blocks, Tr::kThreads, Tr::kScoresSmemBytes, stream>>>(
+      grid_size(sh.bh * tiles_q * ceil_div(sh.skv, Tile::kBc), 1, Tile::kMaxBlocks);
+  scores_kernel<T, D, kCausal><<<score_blocks, Tile::kThreads, Tile::kScoresSmemBytes, stream>>>(
       static_cast<const T*>(a.q), static_cast<const T*>(a.k), s, sh);
   FS_CHECK_LAUNCH();
   launch_row_softmax<T, kCausal>(s, p, a.lse, {sh.bh * sh.sq, sh.sq, sh.skv, sh.ldp}, stream);
-  const unsigned pv_blocks = grid_for(sh.bh * tiles_q, Tr::kMaxBlocks);
-  pv_kernel<T, D, kCausal><<<pv_blocks, Tr::kThreads, Tr::kPvSmemBytes, stream>>>(
+  const unsigned pv_blocks = grid_size(sh.bh * tiles_q, 1, Tile::kMaxBlocks);
+  pv_kernel<T, D, kCausal><<<pv_blocks, Tile::kThreads, Tile::kPvSmemBytes, stream>>>(
       p, static_cast<const T*>(a.v), static_cast<T*>(a.o), sh);
   FS_CHECK_LAUNCH();
 }
 
 template <class T, int D, bool kCausal>
 std::vector<KernelLaunchInfo> kernel_list(const Shape&) {
-  using Tr = WmmaTraits<D>;
+  using Tile = WmmaTraits<D>;
   const std::string tag =
       "<d" + std::to_string(D) + "," + dtype_name<T>() + (kCausal ? ",causal>" : ">");
   return {
-      {"scores" + tag, reinterpret_cast<const void*>(&scores_kernel<T, D, kCausal>), Tr::kThreads,
-       static_cast<std::size_t>(Tr::kScoresSmemBytes)},
+      {"scores" + tag, reinterpret_cast<const void*>(&scores_kernel<T, D, kCausal>), Tile::kThreads,
+       static_cast<std::size_t>(Tile::kScoresSmemBytes)},
       row_softmax_info<T, kCausal>(),
-      {"pv" + tag, reinterpret_cast<const void*>(&pv_kernel<T, D, kCausal>), Tr::kThreads,
-       static_cast<std::size_t>(Tr::kPvSmemBytes)},
+      {"pv" + tag, reinterpret_cast<const void*>(&pv_kernel<T, D, kCausal>), Tile::kThreads,
+       static_cast<std::size_t>(Tile::kPvSmemBytes)},
   };
 }
 

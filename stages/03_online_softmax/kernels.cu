@@ -61,9 +61,6 @@ namespace {
 
 namespace wmma = nvcuda::wmma;
 
-constexpr float kLn2 = 0.693147180559945309f;  // ln(2): converts a log2 back to a natural log
-constexpr unsigned kFullMask = 0xffffffffu;
-
 //! [load_tile]
 // Copies rows [row0, row0 + kRows) of one head's (n_rows, D) matrix into a padded shared-memory
 // tile, 16 bytes per thread and step; consecutive threads take consecutive 16-byte pieces of a

@@ -83,9 +83,6 @@ namespace {
 
 namespace wmma = nvcuda::wmma;
 
-constexpr float kLn2 = 0.693147180559945309f;  // ln(2): converts a log2 back to a natural log
-constexpr unsigned kFullMask = 0xffffffffu;
-
 // The per-thread pipeline of cp.async copies. cp.async completion is tracked per thread, in
 // "commit groups": a thread closes a group (producer_commit, cp.async.commit_group) and later waits
 // until at most N of its newest groups are still in flight (pipeline_consumer_wait_prior<N>,

@@ -78,9 +78,6 @@ namespace {
 
 namespace wmma = nvcuda::wmma;
 
-constexpr float kLn2 = 0.693147180559945309f;  // ln(2): converts a log2 back to a natural log
-constexpr unsigned kFullMask = 0xffffffffu;
-
 // The per-thread pipeline of cp.async copies (stage 04). The producer no longer waits on its own
 // commit groups: it binds its copies to a stage's full barrier instead (see the producer below).
 using Pipeline = cuda::pipeline<cuda::thread_scope_thread>;

@@ -85,9 +85,6 @@
 namespace flashsteps::registers {
 namespace {
 
-constexpr float kLn2 = 0.693147180559945309f;  // ln(2): converts a log2 back to a natural log
-constexpr unsigned kFullMask = 0xffffffffu;
-
 // The per-thread pipeline of cp.async copies, exactly as in stage 04 (see its comment): commit
 // groups per thread, one __syncthreads() per tile to publish a stage and to free it for refill.
 using Pipeline = cuda::pipeline<cuda::thread_scope_thread>;

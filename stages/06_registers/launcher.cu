@@ -90,7 +90,6 @@ class RegistersStage final : public Stage {
     return (p.seq_q + Br - 1) / Br;
   }
   static registers::Shape shape(const Problem& p) {
-    constexpr float kLog2e = 1.4426950408889634f;
     return {p.batch_heads(), static_cast<int>(p.seq_q), static_cast<int>(p.seq_kv),
             static_cast<int>(tiles_q(p)), p.softmax_scale() * kLog2e};
   }

@@ -91,9 +91,6 @@
 namespace flashsteps::hopper {
 namespace {
 
-constexpr float kLn2 = 0.693147180559945309f;  // ln(2): converts a log2 back to a natural log
-constexpr unsigned kFullMask = 0xffffffffu;
-
 // Named barriers (0 is __syncthreads()). kBarTurn + c: consumer c's turn to issue its wgmmas
 // (256 threads: both consumers). kBarStore + c: consumer c's staged O is complete (128 threads).
 constexpr int kBarTurn = 1;

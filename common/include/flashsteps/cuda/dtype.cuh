@@ -82,6 +82,26 @@ __host__ __device__ inline T from_f32(float x) {
     return __float2bfloat16_rn(x);
 }
 
+/// The constants of the online softmax in base 2 (exp2 on the SFU, with the scale folded in):
+/// scores are multiplied by scale * kLog2e, and a row's LSE comes back to the natural log with
+/// kLn2.
+inline constexpr float kLog2e = 1.4426950408889634f;  // log2(e)
+inline constexpr float kLn2 = 0.693147180559945309f;  // ln(2)
+/// Every lane of a warp, for the __shfl_*_sync reductions over a row.
+inline constexpr unsigned kFullMask = 0xffffffffu;
+
+/// Ceiling of a / b for positive b: tiles covering a length, blocks covering work.
+__host__ __device__ constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
+/// Blocks of a grid-stride launch: enough blocks of `per_block` items for `work` items, at most
+/// `max_blocks` (the kernels loop over what remains).
+inline unsigned grid_size(std::int64_t work, std::int64_t per_block, std::int64_t max_blocks) {
+  const std::int64_t blocks = ceil_div(work, per_block);
+  return static_cast<unsigned>(blocks < max_blocks ? blocks : max_blocks);
+}
+
 /// Two fp32 values rounded to T and packed into one 32-bit word (.f16x2 / .bf16x2), `lo` in the low
 /// half: the lower address of a 16-byte store, and the lower column of an mma fragment register.
 /// One cvt.rn.f16x2.f32 / cvt.rn.bf16x2.f32; each half rounds exactly as from_f32<T> does.
