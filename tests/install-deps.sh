@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing flashsteps needs, from Debian's packages, when missing.
-# The CUDA toolkit (nvcc 12.8+ / 13, cuBLAS) is not a Debian package of the right version: it is
-# checked for and named, not installed.
+# The CUDA toolkit (12.9 or newer: nvcc, cuBLAS, CCCL) is not a Debian package of the right
+# version: it is checked for and named, not installed. CMake must be 3.25 or newer: a newer cmake
+# already on PATH (e.g. `pip install cmake`, where the distribution's is older) is used as it is.
 #   tests/install-deps.sh [--book]     --book adds the book's tools (doxygen, gnuplot, MathJax 2)
 # Set FLASHSTEPS_NO_INSTALL=1 where the packages come another way (a GPU host without a package
 # registry: see ../shared/gpu/use-offline-deps.sh); then this only checks.
@@ -22,8 +23,14 @@ declare -A why=(
   [libjs-mathjax]="renders the book's formulas offline (copied into the book's HTML)"
 )
 
+# version_ge A B: is version A >= B (dotted numbers)?
+version_ge() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" == "$2" ]]; }
+cmake_version() { cmake --version 2>/dev/null | sed -n 's/^cmake version \([0-9.]*\).*/\1/p'; }
+have_cmake() { command -v cmake >/dev/null && version_ge "$(cmake_version)" 3.25; }
+
 missing=()
 for p in "${pkgs[@]}"; do
+  if [[ "$p" == cmake ]] && have_cmake; then continue; fi  # from a package or not
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
@@ -40,15 +47,36 @@ if ((${#missing[@]})); then
       }
       sudo=sudo
     fi
-    $sudo apt-get update -qq
+    $sudo apt-get update -qq || {
+      echo "install-deps: apt-get update failed (above); nothing was installed" >&2
+      exit 1
+    }
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-      "${missing[@]}" >/dev/null
+      "${missing[@]}" >/dev/null || {
+      echo "install-deps: apt-get install ${missing[*]} failed (above)" >&2
+      exit 1
+    }
   fi
 fi
 
-if ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
-  echo "install-deps: nvcc not found. Install the CUDA toolkit 13 (it provides nvcc, cuBLAS and" \
-    "CCCL) and put its bin/ on PATH." >&2
+if ! have_cmake; then
+  found="no cmake is on PATH"
+  if command -v cmake >/dev/null; then found="cmake $(cmake_version) is older"; fi
+  echo "install-deps: the build needs CMake 3.25 or newer; $found. One command gets one:" \
+    "pip install cmake (its cmake must come first on PATH)." >&2
+  exit 1
+fi
+
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+if [[ ! -x "$nvcc" ]]; then
+  echo "install-deps: nvcc not found. Install the CUDA toolkit 12.9 or newer (it provides nvcc," \
+    "cuBLAS and CCCL) and put its bin/ on PATH." >&2
+  exit 1
+fi
+cuda=$("$nvcc" --version | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
+if ! version_ge "$cuda" 12.9; then
+  echo "install-deps: $nvcc is CUDA ${cuda:-of unknown version}; the stages need 12.9 or newer" \
+    "(stage 05 uses cuda::ptx::cp_async_mbarrier_arrive_noinc, first in the CCCL of CUDA 12.9)." >&2
   exit 1
 fi
 echo "install-deps: ok"
