@@ -1,6 +1,6 @@
-// bench/harness.cpp — main() of every bench_<stage> binary: the canonical shapes of DESIGN.md,
-// each timed with the L2 flushed before every launch, written as Google Benchmark JSON with
-// names <stage>/b<B>_h<H>_sq<Sq>_skv<Skv>_d<D>_<dtype>[_causal].
+// bench/harness.cpp — main() of every bench_<stage> binary: the canonical shapes
+// (CONTRIBUTING.md, "How we measure"), each timed with the L2 flushed before every launch, written
+// as Google Benchmark JSON with names <stage>/b<B>_h<H>_sq<Sq>_skv<Skv>_d<D>_<dtype>[_causal].
 //
 //   bench_03_online_softmax --benchmark_out=bench_03.json --benchmark_out_format=json
 //       [--fs_dtypes=fp16,bf16] [--fs_iters=30] [--fs_shapes=canonical|small]

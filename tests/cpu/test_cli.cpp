@@ -30,7 +30,7 @@ Parsed parse(std::vector<const char*> args) {
 
 }  // namespace
 
-TEST_CASE("the issue's example command line") {
+TEST_CASE("a typical command line sets what it names, and Skv defaults to Sq") {
   const Parsed r = parse({"--batch", "4", "--heads", "16", "--seq", "2048", "--dim", "64",
                           "--causal", "--dtype", "bf16", "--iters", "7", "--seed", "9"});
   REQUIRE_FALSE(r.code);

@@ -1,4 +1,4 @@
-// tests/gpu/suite.cpp — the GPU suite every stage runs (DESIGN.md, correctness rules):
+// tests/gpu/suite.cpp — the GPU suite every stage runs (CONTRIBUTING.md, "The correctness rule"):
 // ragged tails, Sq != Skv both ways, causal with fully masked rows, each supported head dim,
 // both dtypes, a grid that fills the GPU, poisoned outputs, bitwise determinism, and refusals
 // that name the limit. Each check draws fresh random inputs.

@@ -1,11 +1,11 @@
 // flashsteps/cuda/ptx.cuh — the inline PTX this project writes by hand, in one place.
 //
-// DESIGN.md: prefer CCCL where it covers an instruction (cuda::memcpy_async / cuda::pipeline emit
-// cp.async, cuda::ptx emits mbarrier, cp.async.bulk, ...). CCCL has no wrapper for the warp-level
-// tensor-core instructions of sm_80 — mma.sync and ldmatrix — so they are written here, each with
-// the section of the PTX ISA it implements (section numbers as in the PTX ISA 8.5 manual; later
-// manuals may renumber, the titles stay). Every wrapper is warp-collective and `.aligned`: all 32
-// lanes of the warp must execute it, under uniform control flow.
+// The rule (CONTRIBUTING.md): prefer CCCL where it covers an instruction (cuda::memcpy_async /
+// cuda::pipeline emit cp.async, cuda::ptx emits mbarrier, cp.async.bulk, ...). CCCL has no wrapper
+// for the warp-level tensor-core instructions of sm_80 — mma.sync and ldmatrix — so they are
+// written here, each with the section of the PTX ISA it implements (section numbers as in the PTX
+// ISA 8.5 manual; later manuals may renumber, the titles stay). Every wrapper is warp-collective
+// and `.aligned`: all 32 lanes of the warp must execute it, under uniform control flow.
 //
 // Register layouts (PTX ISA 9.7.14.5.8, "Matrix Fragments for mma.m16n8k16 with floating point
 // type"), with lane = 4 * g + t (g = groupID = lane / 4 in 0..7, t = threadID_in_group = lane % 4).
