@@ -310,6 +310,16 @@ TEST_CASE("Nsight Compute CSV: units, thousands separators, several kernels", "[
   CHECK(pass[0].id == "1");  // the later launch of scores_wmma
   CHECK(short_kernel_names(pass) ==
         std::vector<std::string>{"scores_wmma", "softmax_rows", "pv_wmma"});
+  // Names as ncu prints the stages' kernels: namespaces, an anonymous one, and two launches of one
+  // template, which keep their arguments so the columns differ.
+  std::vector<KernelLaunch> named(4);
+  named[0].name = "void scalar::<unnamed>::scores_kernel<__half, 0>(const T1 *, scalar::Shape)";
+  named[1].name = "void row_softmax_kernel<float, 0>(const float *, T1 *, RowSoftmaxShape)";
+  named[2].name = "void a::(anonymous namespace)::pv<__half, 0>(const float *)";
+  named[3].name = "void a::(anonymous namespace)::pv<__half, 1>(const float *)";
+  CHECK(short_kernel_names(named) == std::vector<std::string>{"scores_kernel", "row_softmax_kernel",
+                                                              "a::pv<__half, 0>",
+                                                              "a::pv<__half, 1>"});
   auto value = [&](const char* m) { return *stage_value(pass, m).value; };
   // 300 usecond + 100,000 nsecond + 0.10 msecond
   CHECK(value("gpu__time_duration.sum") == Approx(500e3));

@@ -280,13 +280,22 @@ std::vector<std::string> short_kernel_names(const std::vector<KernelLaunch>& pas
         }
       }
     }
+    // Anonymous namespaces print as "<unnamed>::" (or "(anonymous namespace)::"): drop them
+    // before looking for the template arguments, whose '<' they would otherwise be taken for.
+    for (const std::string_view anon : {"<unnamed>::", "(anonymous namespace)::"}) {
+      for (std::size_t at; (at = s.find(anon)) != std::string::npos;)
+        s.erase(at, anon.size());
+    }
     full.push_back(s);
-    base.push_back(s.substr(0, s.find('<')));
+    std::string b = s.substr(0, s.find('<'));
+    if (const std::size_t ns = b.rfind("::"); ns != std::string::npos) b.erase(0, ns + 2);
+    base.push_back(b);
   }
+  std::vector<std::string> out = base;  // counted on `base`, so every duplicate gets its full name
   for (std::size_t i = 0; i < base.size(); ++i) {
-    if (std::count(base.begin(), base.end(), base[i]) > 1) base[i] = full[i];
+    if (std::count(base.begin(), base.end(), base[i]) > 1) out[i] = full[i];
   }
-  return base;
+  return out;
 }
 
 std::string format_metric(const MetricValue& v) {
