@@ -2,15 +2,18 @@
 # the book's generated tables and plots, then checks that what it wrote is something the book can
 # include.
 #
-#   cmake -DTABLE=<fs_table> -DDATA_DIR=<src>/book/data -DGEN_DIR=<dir> -DSTAGES=00_scalar,...
-#         -P generate.cmake
+#   cmake -DTABLE=<fs_table> -DDATA_DIR=<src>/book/data -DGEN_DIR=<dir>
+#         -DSTAGE_LIST=<build>/stages.json -P generate.cmake
+#
+# STAGE_LIST is the stage tree the build writes (flashsteps_write_stage_list()); the table tool
+# reads the same file, and every stage in it gets its fragments.
 #
 # The run the book shows is named by the one-line file book/data/CURRENT (a folder under
 # book/data). Without it the table tool is given a folder that does not exist and writes
 # placeholders, so the book builds before any GPU run is committed.
 cmake_minimum_required(VERSION 3.25)
 
-foreach(var TABLE DATA_DIR GEN_DIR STAGES)
+foreach(var TABLE DATA_DIR GEN_DIR STAGE_LIST)
   if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
     message(FATAL_ERROR "generate.cmake: pass -D${var}=...")
   endif()
@@ -36,13 +39,19 @@ endif()
 
 file(REMOVE_RECURSE "${GEN_DIR}")
 file(MAKE_DIRECTORY "${GEN_DIR}")
-execute_process(COMMAND "${TABLE}" book "${run_dir}" "${GEN_DIR}" RESULT_VARIABLE rc)
+execute_process(COMMAND "${TABLE}" book "${run_dir}" "${GEN_DIR}" --stage-list "${STAGE_LIST}"
+                RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "book: '${TABLE} book ${run_dir} ${GEN_DIR}' failed (${rc})")
+  message(FATAL_ERROR "book: '${TABLE} book ${run_dir} ${GEN_DIR} --stage-list ${STAGE_LIST}' "
+                      "failed (${rc})")
 endif()
 
+# The stages of the list, in its order.
+include("${CMAKE_CURRENT_LIST_DIR}/../stages/flashsteps_add_stage.cmake")
+flashsteps_read_stage_list("${STAGE_LIST}" list)
+set(stages ${list_STAGES})
+
 # The contract the chapters rely on: every fragment they \include{doc} and every image they show.
-string(REPLACE "," ";" stages "${STAGES}")
 set(expected table_all.md provenance.md plot_stages.png plot_seqlen.png)
 foreach(stage IN LISTS stages)
   list(APPEND expected "table_${stage}.md" "ncu_${stage}.md" "ncu_diff_${stage}.md"

@@ -1,4 +1,5 @@
-# flashsteps_add_stage(<name> SOURCES <files...> [DIR <folder>] [ARCHS <archs...>] [WATCHDOG])
+# flashsteps_add_stage(<name> SOURCES <files...> (PARENT <stage> | BASELINE) [DIR <folder>]
+#                      [ARCHS <archs...>] [WATCHDOG])
 #
 # Turns one stage folder into everything a reader runs:
 #   fs_stage_<name>   a library with the stage's kernels and launcher (defines make_stage())
@@ -7,19 +8,67 @@
 #   bench_<name>      the shared Google Benchmark harness (bench/harness.cpp) on this stage
 # and captures the ptxas resource report (registers, shared memory, spills per kernel and arch)
 # of its CUDA sources to ${CMAKE_BINARY_DIR}/resources/<name>.ptxas.txt at build time.
+# PARENT: the stage this one builds on, declared before it. Only the first stage has none. The
+# diff of the folder against its parent's is the lesson; the table tool's "vs parent stage"
+# columns and Nsight Compute diffs (in the book's chapters too) compare the two. The
+# declarations form the stage tree, and flashsteps_write_stage_list() writes it for the table
+# tool, the book and the tests.
+# BASELINE: not a stage but a reference every stage is compared with (no parent).
 # WATCHDOG: the stage's kernels spin-wait on barriers (flashsteps/cuda/watchdog.cuh). Its sources
 # are then compiled a second time, with the watchdog on, into fs_stage_<name>_checked, which the
 # GPU suite links: a wait that never ends fails the test with a message instead of hanging it.
 # The runner and the bench keep the library without it, so what they time is unchanged.
+#
+# Under `cmake -P` a call only declares the stage (no targets), so a script can read the tree
+# from stages/CMakeLists.txt (tests/stages/add_stage.cmake does).
 set(FLASHSTEPS_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." CACHE INTERNAL "")
 
+# Records a stage (or baseline) in the tree after checking its place in it.
+function(_flashsteps_declare_stage name parent baseline dir)
+  get_property(stages GLOBAL PROPERTY FLASHSTEPS_STAGES)
+  get_property(baselines GLOBAL PROPERTY FLASHSTEPS_BASELINES)
+  set(where "flashsteps_add_stage(${name})")
+  if(NOT name MATCHES "^[A-Za-z0-9_]+$")
+    message(FATAL_ERROR "${where}: a stage name is letters, digits and '_'")
+  endif()
+  if(name IN_LIST stages OR name IN_LIST baselines)
+    message(FATAL_ERROR "${where}: declared twice")
+  endif()
+  if(baseline)
+    if(NOT parent STREQUAL "")
+      message(FATAL_ERROR "${where}: a BASELINE has no PARENT")
+    endif()
+    set_property(GLOBAL APPEND PROPERTY FLASHSTEPS_BASELINES ${name})
+  else()
+    if(NOT parent STREQUAL "" AND NOT parent IN_LIST stages)
+      string(REPLACE ";" ", " known "${stages}")
+      message(FATAL_ERROR "${where}: PARENT ${parent} is not a stage declared before it "
+                          "(declared so far: ${known})")
+    endif()
+    if(parent STREQUAL "" AND stages)
+      list(GET stages 0 first)
+      message(FATAL_ERROR "${where}: every stage but the first (${first}) names the stage it "
+                          "builds on: PARENT <stage>")
+    endif()
+    set_property(GLOBAL APPEND PROPERTY FLASHSTEPS_STAGES ${name})
+  endif()
+  get_filename_component(root "${FLASHSTEPS_ROOT}" ABSOLUTE)
+  file(RELATIVE_PATH dir "${root}" "${dir}")
+  set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_PARENT_${name} "${parent}")
+  set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_DIR_${name} "${dir}")
+endfunction()
+
 function(flashsteps_add_stage name)
-  cmake_parse_arguments(ARG "WATCHDOG" "DIR" "SOURCES;ARCHS" ${ARGN})
+  cmake_parse_arguments(ARG "WATCHDOG;BASELINE" "DIR;PARENT" "SOURCES;ARCHS" ${ARGN})
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "flashsteps_add_stage(${name}): SOURCES is required")
   endif()
   if(NOT ARG_DIR)
-    set(ARG_DIR "${CMAKE_CURRENT_SOURCE_DIR}/${name}")
+    set(ARG_DIR "${CMAKE_CURRENT_LIST_DIR}/${name}")
+  endif()
+  _flashsteps_declare_stage(${name} "${ARG_PARENT}" "${ARG_BASELINE}" "${ARG_DIR}")
+  if(CMAKE_SCRIPT_MODE_FILE)
+    return()
   endif()
   list(TRANSFORM ARG_SOURCES PREPEND "${ARG_DIR}/")
 
@@ -72,5 +121,65 @@ function(flashsteps_add_stage name)
     target_link_libraries(bench_${name} PRIVATE ${lib} flashsteps_bench_common)
     set_target_properties(bench_${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/bench")
   endif()
-  set_property(GLOBAL APPEND PROPERTY FLASHSTEPS_STAGES ${name})
+endfunction()
+
+# flashsteps_write_stage_list(<file>): the stage tree as JSON, the one list the table tool, the
+# book and the tests read; the stages in declaration order (each after its parent), then the
+# baselines. The file is rewritten only when its text changes.
+#   {"stages": [{"name": "04_cp_async", "parent": "03_online_softmax",
+#                "dir": "stages/04_cp_async"}, ...],
+#    "baselines": [{"name": "baseline_cublas", "dir": "bench/baselines/cublas"}]}
+function(flashsteps_write_stage_list file)
+  get_property(stages GLOBAL PROPERTY FLASHSTEPS_STAGES)
+  get_property(baselines GLOBAL PROPERTY FLASHSTEPS_BASELINES)
+  set(json "{\n  \"stages\": [")
+  set(sep "")
+  foreach(name IN LISTS stages)
+    get_property(parent GLOBAL PROPERTY FLASHSTEPS_STAGE_PARENT_${name})
+    get_property(dir GLOBAL PROPERTY FLASHSTEPS_STAGE_DIR_${name})
+    if(parent STREQUAL "")
+      set(parent "null")
+    else()
+      set(parent "\"${parent}\"")
+    endif()
+    string(APPEND json "${sep}\n    {\"name\": \"${name}\", \"parent\": ${parent}, "
+                       "\"dir\": \"${dir}\"}")
+    set(sep ",")
+  endforeach()
+  string(APPEND json "\n  ],\n  \"baselines\": [")
+  set(sep "")
+  foreach(name IN LISTS baselines)
+    get_property(dir GLOBAL PROPERTY FLASHSTEPS_STAGE_DIR_${name})
+    string(APPEND json "${sep}\n    {\"name\": \"${name}\", \"dir\": \"${dir}\"}")
+    set(sep ",")
+  endforeach()
+  string(APPEND json "\n  ]\n}\n")
+  file(CONFIGURE OUTPUT "${file}" CONTENT "${json}" @ONLY)
+endfunction()
+
+# flashsteps_read_stage_list(<file> <prefix>): reads a list flashsteps_write_stage_list() wrote.
+# Sets <prefix>_STAGES and <prefix>_BASELINES (names, in the list's order) and, for each name,
+# <prefix>_PARENT_<name> (empty for the first stage and the baselines) and <prefix>_DIR_<name>.
+function(flashsteps_read_stage_list file prefix)
+  file(READ "${file}" json)
+  foreach(kind stages baselines)
+    string(TOUPPER ${kind} var)
+    set(names "")
+    string(JSON count LENGTH "${json}" ${kind})
+    if(count GREATER 0)
+      math(EXPR last "${count} - 1")
+      foreach(i RANGE ${last})
+        string(JSON name GET "${json}" ${kind} ${i} name)
+        string(JSON dir GET "${json}" ${kind} ${i} dir)
+        set(parent "")
+        if(kind STREQUAL "stages")
+          string(JSON parent GET "${json}" ${kind} ${i} parent)
+        endif()
+        list(APPEND names ${name})
+        set(${prefix}_PARENT_${name} "${parent}" PARENT_SCOPE)
+        set(${prefix}_DIR_${name} "${dir}" PARENT_SCOPE)
+      endforeach()
+    endif()
+    set(${prefix}_${var} "${names}" PARENT_SCOPE)
+  endforeach()
 endfunction()

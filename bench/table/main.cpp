@@ -2,12 +2,15 @@
 // Nsight Compute diff, from the files one GPU run commits under book/data/<gpu>/<run-id>/.
 //
 //   fs_table table RUN_DIR [--format console|markdown] [--dtype fp16|bf16] [-o FILE]
+//                          [--stage-list FILE]
 //   fs_table book RUN_DIR OUT_DIR [--dtype fp16|bf16] [--plots DIR] [--metrics FILE]
-//                                 [--gnuplot PROGRAM] [--stages DIR]
+//                                 [--gnuplot PROGRAM] [--stages DIR] [--stage-list FILE]
 //   fs_table ncu-diff BEFORE.csv AFTER.csv [--format console|markdown] [--metrics FILE]
-//   fs_table status RUN_DIR [--readme FILE [--check]]
+//   fs_table status RUN_DIR [--readme FILE [--check]] [--stage-list FILE]
 //
 // RUN_DIR is a run folder, or book/data itself: then its CURRENT file names the run.
+// --stage-list: the stage tree the build writes to <build>/stages.json; without it, the copy of
+// that file built into fs_table (so a bundle's fs_table needs no build folder).
 // Exit codes: 0 ok; 1 bad input, or (table) no measurement to show; 2 bad command line.
 #include <CLI/CLI.hpp>
 
@@ -42,9 +45,19 @@ void emit(const std::string& text, const std::string& out_file) {
   if (!out.flush()) throw InputError("cannot write " + out_file);
 }
 
+// The build's stages.json, built in (stage_list.inc is written from it at build time).
+constexpr const char* kBuiltInStageList =
+#include "stage_list.inc"
+    ;
+
+StageList stage_list(const std::string& file) {
+  return file.empty() ? parse_stage_list(kBuiltInStageList, "the stage list built into fs_table")
+                      : load_stage_list(file);
+}
+
 int table_command(const std::string& run_dir, const std::string& format, const std::string& dtype,
-                  const std::string& out_file) {
-  const RunData run = load_run(run_dir);
+                  const std::string& out_file, const StageList& stages) {
+  const RunData run = load_run(run_dir, stages);
   for (const std::string& w : run.warnings)
     std::cerr << "fs_table: warning: " << w << '\n';
   if (run.empty()) {
@@ -72,8 +85,9 @@ int ncu_diff_command(const std::string& before, const std::string& after, const 
 
 // README's status table: printed, written into README's status block, or (--check) compared
 // with it.
-int status_command(const std::string& run_dir, const std::string& readme_file, bool check) {
-  const RunData run = load_run(run_dir);
+int status_command(const std::string& run_dir, const std::string& readme_file, bool check,
+                   const StageList& stages) {
+  const RunData run = load_run(run_dir, stages);
   const std::string block = status_block(run);
   if (readme_file.empty()) {
     std::cout << block;
@@ -111,6 +125,10 @@ int main(int argc, char** argv) {
   std::string plots_dir = FS_TABLE_BENCH_DIR "/plots";
   std::string metrics_file = FS_TABLE_BENCH_DIR "/ncu-metrics.txt";
   std::string stages_dir = FS_TABLE_STAGES_DIR;
+  std::string stage_list_file;
+  const std::string stage_list_help =
+      "the stage tree (stages.json, written by the build); default: the copy built in "
+      "from " FS_TABLE_STAGE_LIST;
 
   auto* table = app.add_subcommand("table", "print the comparison of every stage and baseline");
   table->add_option("RUN_DIR", run_dir, "run folder, or book/data (its CURRENT names the run)")
@@ -120,6 +138,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   table->add_option("--dtype", dtype, "which dtype's shapes")->check(dtypes)->capture_default_str();
   table->add_option("-o,--output", out_file, "write to FILE instead of standard output");
+  table->add_option("--stage-list", stage_list_file, stage_list_help);
 
   auto* book = app.add_subcommand(
       "book",
@@ -135,6 +154,7 @@ int main(int argc, char** argv) {
   book->add_option("--gnuplot", gnuplot, "gnuplot program")->capture_default_str();
   book->add_option("--stages", stages_dir, "folder of the stage folders (their predictions.csv)")
       ->capture_default_str();
+  book->add_option("--stage-list", stage_list_file, stage_list_help);
 
   auto* diff = app.add_subcommand("ncu-diff", "compare two Nsight Compute CSVs metric by metric");
   diff->add_option("BEFORE", before, "ncu CSV of the earlier stage")->required();
@@ -153,6 +173,7 @@ int main(int argc, char** argv) {
       ->required();
   status->add_option("--readme", readme_file, "rewrite the status block of this README in place");
   status->add_flag("--check", check, "with --readme: only compare, exit 1 when it differs");
+  status->add_option("--stage-list", stage_list_file, stage_list_help);
 
   try {
     app.parse(argc, argv);
@@ -161,15 +182,17 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (*table) return table_command(run_dir, format, dtype, out_file);
     if (*diff) return ncu_diff_command(before, after, format, metrics_file);
-    if (*status) return status_command(run_dir, readme_file, check);
+    const StageList stages = stage_list(stage_list_file);
+    if (*table) return table_command(run_dir, format, dtype, out_file, stages);
+    if (*status) return status_command(run_dir, readme_file, check, stages);
     BookOptions opt;
     opt.run_dir = run_dir;
     opt.out_dir = out_dir;
     opt.plots_dir = plots_dir;
     opt.metrics_file = metrics_file;
     opt.stages_dir = stages_dir;
+    opt.stages = stages;
     opt.gnuplot = gnuplot;
     opt.dtype = *parse_dtype(dtype);
     const BookResult r = write_book(opt);

@@ -3,6 +3,8 @@
 #include "flashsteps_catch.hpp"
 #include "fs_table/status.hpp"
 
+#include "build_stages.hpp"
+
 namespace {
 
 using namespace flashsteps::table;
@@ -13,6 +15,7 @@ const std::filesystem::path kFixtures = FS_TABLE_FIXTURES;
 
 RunData logs(const char* folder) {
   RunData run;
+  run.stages = build_stages();
   run.dir = kFixtures / folder;
   return run;
 }
@@ -71,13 +74,13 @@ TEST_CASE("status: the README block is replaced between its markers, and only th
 }
 
 TEST_CASE("status: without a run the block says so and names the command", "[status]") {
-  const std::string block = status_block(load_run(kFixtures / "no_such_run"));
+  const std::string block = status_block(load_run(kFixtures / "no_such_run", build_stages()));
   CHECK_THAT(block, ContainsSubstring("No GPU run is committed yet"));
   CHECK_THAT(block, ContainsSubstring("bench/gpu-check.sh"));
 }
 
 TEST_CASE("status: a folder with logs but no timings still gets its table", "[status]") {
-  const std::string block = status_block(load_run(kFixtures / "run_logs"));
+  const std::string block = status_block(load_run(kFixtures / "run_logs", build_stages()));
   CHECK_THAT(block, ContainsSubstring("no timings"));
   CHECK_THAT(block, ContainsSubstring("| `03_online_softmax` | passed | 1 of 3 runs FAILED |"));
 }

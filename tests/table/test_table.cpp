@@ -19,6 +19,8 @@
 #include "fs_table/ncu.hpp"
 #include "fs_table/run.hpp"
 
+#include "build_stages.hpp"
+
 namespace fs = std::filesystem;
 using namespace flashsteps;
 using namespace flashsteps::table;
@@ -92,7 +94,7 @@ std::string note_of(const Table& t, const std::string& marker) {
 }
 
 const RunData& full_run() {
-  static const RunData run = load_run(kFixtures / "run_full");
+  static const RunData run = load_run(kFixtures / "run_full", build_stages());
   return run;
 }
 
@@ -135,7 +137,7 @@ TEST_CASE("entries whose names are not shapes are skipped with a warning", "[run
       {"name": "03_online_softmax/b1_h8_sq512_skv512_d64_fp16", "median_ms": 1.0},
       {"name": "03_online_softmax/b1_h8_sq512_skv512_d64_fp16", "median_ms": 5.0},
       {"name": "03_online_softmax/b1_h8_sq64_skv64_d64_fp16"}]})");
-  const RunData run = load_run(d.path);
+  const RunData run = load_run(d.path, build_stages());
   REQUIRE(run.measurements.size() == 2);
   CHECK(run.find("03_online_softmax", shape(kD))->median_ms == 1.0);  // the first of two
   CHECK_FALSE(run.find("03_online_softmax", shape("b1_h8_sq64_skv64_d64_fp16"))->ok());
@@ -145,24 +147,74 @@ TEST_CASE("entries whose names are not shapes are skipped with a warning", "[run
   CHECK_THAT(run.warnings[2], ContainsSubstring("no positive median_ms"));
 }
 
+TEST_CASE("the stage list: the build's tree, parents and malformed lists", "[stages]") {
+  // The build's list (stages.json): the tree stages/CMakeLists.txt declares.
+  const StageList& built = build_stages();
+  REQUIRE_FALSE(built.stages.empty());
+  CHECK(built.stages.front().name == "00_scalar");
+  CHECK(built.parent_of("00_scalar").empty());
+  CHECK(built.parent_of("03_online_softmax") == "02_wmma");
+  CHECK(built.parent_of("05_warp_specialized") == "04_cp_async");
+  CHECK(built.parent_of("06_registers") == "04_cp_async");
+  CHECK(built.parent_of("sdpa_flash").empty());
+  CHECK(built.baselines == std::vector<std::string>{"baseline_cublas"});
+
+  const StageList l = parse_stage_list(R"({"stages": [
+      {"name": "a", "parent": null}, {"name": "b", "parent": "a"}, {"name": "c", "parent": "a"}],
+      "baselines": [{"name": "base"}]})",
+                                       "l.json");
+  CHECK(l.names() == std::vector<std::string>{"a", "b", "c"});
+  CHECK(l.parent_of("c") == "a");
+  CHECK(l.baselines == std::vector<std::string>{"base"});
+  // A parent must be listed before its child, and only the first stage has none.
+  CHECK_THROWS_WITH(parse_stage_list(R"({"stages": [{"name": "a"}, {"name": "b", "parent": "c"},
+                                                    {"name": "c", "parent": "a"}]})",
+                                     "l.json"),
+                    ContainsSubstring("l.json: b's parent c is not a stage listed before it"));
+  CHECK_THROWS_WITH(parse_stage_list(R"({"stages": [{"name": "a"}, {"name": "b"}]})", "l.json"),
+                    ContainsSubstring("b has no parent"));
+  CHECK_THROWS_WITH(parse_stage_list("{", "l.json"), ContainsSubstring("l.json"));
+  CHECK_THROWS_WITH(parse_stage_list(R"({"stages": 1})", "l.json"),
+                    ContainsSubstring("no \"stages\" array"));
+  CHECK_THROWS_WITH(load_stage_list(kFixtures / "no_such_list.json"),
+                    ContainsSubstring("cannot read the stage list"));
+}
+
+TEST_CASE("a stage is compared with its parent, not with the stage listed before it",
+          "[stages][compare]") {
+  // 09_branch is listed after 03_online_softmax but builds on 02_wmma.
+  const StageList tree = parse_stage_list(R"({"stages": [
+      {"name": "02_wmma", "parent": null},
+      {"name": "03_online_softmax", "parent": "02_wmma"},
+      {"name": "09_branch", "parent": "02_wmma"}]})",
+                                          "tree.json");
+  const RunData run = load_run(kFixtures / "run_full", tree);
+  const Table s = stage_table(run, "09_branch", DType::fp16);
+  CHECK(cell(s, "D=64 S=512 (B=32, H=32)", "02_wmma ms") == "4.00");
+  const Table t = shape_table(run, shape(kA));
+  CHECK(cell(t, "03_online_softmax", "vs parent stage") == "4.00x");
+  // The rows follow the list: the stages, then the baselines the list names (none here), then
+  // the SDPA backends and the other backends of the run.
+  CHECK(run.backends().front() == "02_wmma");
+  CHECK(run.backends()[2] == "09_branch");
+  CHECK(run.backends()[3] == "sdpa_flash");
+}
+
 TEST_CASE("speedup, ratios and % of peak", "[compare]") {
   CHECK(speedup(4.0, 1.0) == 4.0);
   CHECK(speedup(0.5, 1.0) == 0.5);
   CHECK(percent_of_peak(2.5e14, 5e14) == 50.0);
-  CHECK(previous_stage("00_scalar").empty());
-  CHECK(previous_stage("03_online_softmax") == "02_wmma");
-  CHECK(previous_stage("sdpa_flash").empty());
 
   const RunData& run = full_run();
   const Table t = shape_table(run, shape(kA));
   CHECK(cell(t, "03_online_softmax", "median ms") == "1.00");
   CHECK(cell(t, "03_online_softmax", "p10-p90 ms") == "0.950-1.10");
-  CHECK(cell(t, "03_online_softmax", "TFLOP/s") == "68.7");             // 2^36 / 1 ms
-  CHECK(cell(t, "03_online_softmax", "% of peak") == "13.7%");          // of 500 TFLOP/s
-  CHECK(cell(t, "03_online_softmax", "vs previous stage") == "4.00x");  // 4 ms / 1 ms
-  CHECK(cell(t, "03_online_softmax", "vs sdpa_flash") == "0.500x");     // 0.5 ms / 1 ms
+  CHECK(cell(t, "03_online_softmax", "TFLOP/s") == "68.7");           // 2^36 / 1 ms
+  CHECK(cell(t, "03_online_softmax", "% of peak") == "13.7%");        // of 500 TFLOP/s
+  CHECK(cell(t, "03_online_softmax", "vs parent stage") == "4.00x");  // 4 ms / 1 ms
+  CHECK(cell(t, "03_online_softmax", "vs sdpa_flash") == "0.500x");   // 0.5 ms / 1 ms
   CHECK(cell(t, "02_wmma", "vs sdpa_flash") == "0.125x");
-  CHECK(cell(t, "baseline_cublas", "vs previous stage") == "-");  // baselines have none
+  CHECK(cell(t, "baseline_cublas", "vs parent stage") == "-");  // baselines have none
   CHECK(cell(t, "sdpa_flash", "% of peak") == "27.5%");
 
   const Table s = stage_table(run, "03_online_softmax", DType::fp16);
@@ -174,7 +226,7 @@ TEST_CASE("speedup, ratios and % of peak", "[compare]") {
   CHECK(cell(s, "D=64 S=512 (B=32, H=32)", "vs sdpa_cudnn") == "-");
   CHECK(note_of(s, cell(s, "D=64 S=512 (B=32, H=32)", "sdpa_cudnn ms")) ==
         "no results for this backend in this run");
-  // 00_scalar has no previous stage: no such columns at all (shape, time, rate, % of peak, and
+  // 00_scalar has no parent stage: no such columns at all (shape, time, rate, % of peak, and
   // time + ratio for sdpa_flash, sdpa_cudnn and cuBLAS).
   const Table first = stage_table(run, "00_scalar", DType::fp16);
   CHECK(first.header.size() == 10);
@@ -209,7 +261,7 @@ TEST_CASE("a failed stage shows its error and breaks only what depends on it", "
   CHECK(note_of(s, cell(s, "D=128 causal S=1024 (B=16, H=16)", "median ms")) == error);
   CHECK(cell(s, "D=128 causal S=1024 (B=16, H=16)", "vs 02_wmma") == "-");
   CHECK(cell(s, "D=128 causal S=1024 (B=16, H=16)", "02_wmma ms") == "6.00");
-  // The next stage's chapter shows the failure in its "previous stage" column.
+  // Its child's chapter shows the failure in its parent's column.
   const Table next = stage_table(run, "04_cp_async", DType::fp16);
   CHECK(note_of(next, cell(next, "D=128 causal S=1024 (B=16, H=16)", "03_online_softmax ms")) ==
         error);
@@ -219,7 +271,7 @@ TEST_CASE("a failed stage shows its error and breaks only what depends on it", "
 }
 
 TEST_CASE("a run without peaks.json marks % of peak and keeps the rest", "[compare]") {
-  const RunData run = load_run(kFixtures / "run_no_peaks");
+  const RunData run = load_run(kFixtures / "run_no_peaks", build_stages());
   REQUIRE_FALSE(run.empty());
   const Table t = shape_table(run, shape(kA));
   CHECK(note_of(t, cell(t, "03_online_softmax", "% of peak")) ==
@@ -236,29 +288,30 @@ TEST_CASE("a run without peaks.json marks % of peak and keeps the rest", "[compa
 }
 
 TEST_CASE("an empty or missing run folder is reported, not thrown", "[run]") {
-  const RunData missing = load_run(kFixtures / "no_such_run");
+  const RunData missing = load_run(kFixtures / "no_such_run", build_stages());
   CHECK(missing.empty());
   CHECK_THAT(missing.missing_reason, ContainsSubstring("does not exist"));
 
   TempDir empty;
-  const RunData none = load_run(empty.path);
+  const RunData none = load_run(empty.path, build_stages());
   CHECK(none.empty());
   CHECK_THAT(none.missing_reason, ContainsSubstring("no benchmark results"));
 
   // book/data: CURRENT names the run.
-  const RunData current = load_run(kFixtures / "data_root");
+  const RunData current = load_run(kFixtures / "data_root", build_stages());
   REQUIRE_FALSE(current.empty());
   CHECK(current.label == "gpu-x/run-1");
   CHECK(current.measurements.size() == 1);
 
   TempDir dangling;
   dangling.write("CURRENT", "gpu-y/run-9\n");
-  const RunData bad = load_run(dangling.path);
+  const RunData bad = load_run(dangling.path, build_stages());
   CHECK(bad.empty());
   CHECK_THAT(bad.missing_reason, ContainsSubstring("names gpu-y/run-9"));
 
   // A broken file is an error naming the file.
-  CHECK_THROWS_WITH(load_run(kFixtures / "run_malformed"), ContainsSubstring("bench_02_wmma.json"));
+  CHECK_THROWS_WITH(load_run(kFixtures / "run_malformed", build_stages()),
+                    ContainsSubstring("bench_02_wmma.json"));
 }
 
 TEST_CASE("Markdown tables have the shape Doxygen accepts", "[markdown]") {
@@ -453,6 +506,7 @@ BookOptions book_options(const fs::path& run, const fs::path& out) {
   opt.plots_dir = kBench / "plots";
   opt.metrics_file = kBench / "ncu-metrics.txt";
   opt.gnuplot = FS_TABLE_GNUPLOT;
+  opt.stages = build_stages();
   return opt;
 }
 
@@ -469,7 +523,7 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
   const auto& written = r.written;
   std::vector<std::string> expected = {"table_all.md",    "provenance.md",   "plot_stages.dat",
                                        "plot_stages.png", "plot_seqlen.dat", "plot_seqlen.png"};
-  for (std::string_view s : kStages) {
+  for (const std::string& s : build_stages().names()) {
     for (const char* kind : {"table_", "ncu_", "ncu_diff_", "verdict_"}) {
       expected.push_back(kind + std::string(s) + ".md");
     }

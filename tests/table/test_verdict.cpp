@@ -5,6 +5,8 @@
 #include "flashsteps_catch.hpp"
 #include "fs_table/verdict.hpp"
 
+#include "build_stages.hpp"
+
 namespace {
 
 using namespace flashsteps::table;
@@ -64,7 +66,7 @@ TEST_CASE("a stage without predictions.csv has no predictions", "[verdict]") {
 }
 
 TEST_CASE("measures read the run: times, peaks and profiles", "[verdict]") {
-  const RunData run = load_run(kRun);
+  const RunData run = load_run(kRun, build_stages());
   const std::string s = "03_online_softmax";
   // 2^36 FLOPs in 1.0 ms; the fixture's fp16 GEMM peak is 500 TFLOP/s.
   const Measured tf = measure(run, s, "tflops:b32_h32_sq512_skv512_d64_fp16");
@@ -89,7 +91,7 @@ TEST_CASE("measures read the run: times, peaks and profiles", "[verdict]") {
 }
 
 TEST_CASE("a measure the run cannot give says why instead of a value", "[verdict]") {
-  const RunData run = load_run(kRun);
+  const RunData run = load_run(kRun, build_stages());
   const Measured failed =
       measure(run, "03_online_softmax", "tflops:b16_h16_sq1024_skv1024_d128_fp16_causal");
   CHECK_FALSE(failed.value);
@@ -115,7 +117,7 @@ TEST_CASE("verdicts: inside the range, or the distance to its nearer end", "[ver
 }
 
 TEST_CASE("the verdict table lists every prediction with its verdict", "[verdict]") {
-  const RunData run = load_run(kRun);
+  const RunData run = load_run(kRun, build_stages());
   const auto p = parse(
       "measure,low,high,claim\n"
       "speedup:02_wmma:b16_h32_sq1024_skv1024_d64_fp16,2,3,\"2-3x over 02\"\n"

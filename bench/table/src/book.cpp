@@ -23,8 +23,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Stages whose TFLOP/s the sequence-length plot follows, next to the baselines.
-constexpr std::string_view kSeqPlotStages[] = {"05_warp_specialized", "06_registers", "07_hopper"};
+// How many of the last stages (in the stage list's order) the sequence-length plot follows,
+// next to the baselines.
+constexpr std::size_t kSeqPlotStages = 3;
 
 class Writer {
  public:
@@ -221,10 +222,10 @@ std::string ncu_page(const RunData& run, std::string_view stage,
 
 std::string ncu_diff_page(const RunData& run, std::string_view stage,
                           const std::vector<MetricSpec>& metrics) {
-  const std::string prev = previous_stage(stage);
+  const std::string prev = run.stages.parent_of(stage);
   if (prev.empty()) {
     return md(code(std::string(stage)) +
-              plain(" is the first stage: there is no previous profile to compare with.")) +
+              plain(" is the first stage: there is no parent's profile to compare with.")) +
            "\n";
   }
   const fs::path before = ncu_csv(run, prev), after = ncu_csv(run, stage);
@@ -345,8 +346,10 @@ std::vector<std::string> stages_dat(const RunData& run, const std::vector<ShapeG
 std::vector<std::string> seq_dat(const RunData& run, const std::vector<ShapeGroup>& groups,
                                  std::ostringstream& os) {
   std::vector<std::string> titles;
-  std::vector<std::string> series(std::begin(kSeqPlotStages), std::end(kSeqPlotStages));
-  series.insert(series.end(), std::begin(kBaselines), std::end(kBaselines));
+  std::vector<std::string> series = run.stages.names();
+  series.erase(series.begin(), series.end() - std::min(series.size(), kSeqPlotStages));
+  series.insert(series.end(), run.stages.baselines.begin(), run.stages.baselines.end());
+  series.insert(series.end(), std::begin(kSdpaBackends), std::end(kSdpaBackends));
   for (const ShapeGroup& g : groups) {
     std::vector<std::string> cols;
     for (const std::string& b : series) {
@@ -421,7 +424,7 @@ void write_plots(const BookOptions& opt, const RunData& run, Writer& w) {
 
 BookResult write_book(const BookOptions& opt) {
   const auto metrics = load_metric_set(opt.metrics_file);
-  const RunData run = load_run(opt.run_dir);
+  const RunData run = load_run(opt.run_dir, opt.stages);
   fs::create_directories(opt.out_dir);
   Writer w(opt.out_dir);
 
@@ -434,17 +437,16 @@ BookResult write_book(const BookOptions& opt) {
             md(run_caption(run)) + "\n\n" + comparison_report(run, opt.dtype, Format::markdown));
     w.write("provenance.md", provenance_page(run));
   }
-  for (std::string_view s : kStages) {
-    const std::string stage(s);
+  for (const std::string& stage : run.stages.names()) {
     if (run.empty()) {
+      const std::string parent = run.stages.parent_of(stage);
       w.write("table_" + stage + ".md", no_measurement(plain("the timing of ") + code(stage)));
       w.write("ncu_" + stage + ".md",
               no_measurement(plain("the Nsight Compute profile of ") + code(stage)));
       w.write("ncu_diff_" + stage + ".md",
-              previous_stage(stage).empty()
-                  ? ncu_diff_page(run, stage, metrics)
-                  : no_measurement(plain("the profile of ") + code(stage) + plain(" against ") +
-                                   code(previous_stage(stage))));
+              parent.empty() ? ncu_diff_page(run, stage, metrics)
+                             : no_measurement(plain("the profile of ") + code(stage) +
+                                              plain(" against ") + code(parent)));
       continue;
     }
     const std::string timing =
@@ -455,8 +457,7 @@ BookResult write_book(const BookOptions& opt) {
     w.write("ncu_" + stage + ".md", ncu_page(run, stage, metrics));
     w.write("ncu_diff_" + stage + ".md", ncu_diff_page(run, stage, metrics));
   }
-  for (std::string_view s : kStages) {
-    const std::string stage(s);
+  for (const std::string& stage : run.stages.names()) {
     const auto predictions = load_predictions(opt.stages_dir / stage / "predictions.csv");
     if (run.empty()) {
       w.write("verdict_" + stage + ".md",

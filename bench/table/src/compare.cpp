@@ -51,12 +51,6 @@ std::string column_label(const Problem& p) {
   return "Sq=" + std::to_string(p.seq_q) + ",Skv=" + std::to_string(p.seq_kv);
 }
 
-std::string previous_stage(std::string_view backend) {
-  const auto* it = std::find(std::begin(kStages), std::end(kStages), backend);
-  if (it == std::end(kStages) || it == std::begin(kStages)) return {};
-  return std::string(*(it - 1));
-}
-
 TimeLookup lookup_time(const RunData& run, std::string_view backend, const Problem& shape) {
   if (const Measurement* m = run.find(backend, shape)) {
     if (m->ok()) return {m, {}};
@@ -136,7 +130,7 @@ Table shape_table(const RunData& run, const Problem& shape) {
               plain("p10-p90 ms"),
               plain("TFLOP/s"),
               plain("% of peak"),
-              plain("vs previous stage"),
+              plain("vs parent stage"),
               plain("vs ") + code("sdpa_flash"),
               plain("vs ") + code("sdpa_cudnn")};
   t.numeric.assign(t.header.size(), true);
@@ -166,7 +160,7 @@ Table shape_table(const RunData& run, const Problem& shape) {
     row.push_back(peak.flops_per_second ? plain(fmt_percent(percent_of_peak(
                                               m.flops_per_second(), *peak.flops_per_second)))
                                         : notes.mark(peak.reason));
-    if (const std::string prev = previous_stage(b); prev.empty()) {
+    if (const std::string prev = run.stages.parent_of(b); prev.empty()) {
       row.push_back(plain("-"));
     } else {
       row.push_back(ratio_to(lookup_time(run, prev, shape), prev, m));
@@ -182,7 +176,7 @@ Table shape_table(const RunData& run, const Problem& shape) {
 Table stage_table(const RunData& run, std::string_view stage, DType dtype) {
   Table t;
   Footnotes notes;
-  const std::string prev = previous_stage(stage);
+  const std::string prev = run.stages.parent_of(stage);
   t.caption = code(std::string(stage)) +
               plain(" at every " + std::string(to_string(dtype)) + " shape of this run");
   auto column = [&](Text h, bool numeric) {

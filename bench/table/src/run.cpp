@@ -23,11 +23,67 @@ bool RunData::has_backend(std::string_view backend) const {
                      [&](const Measurement& m) { return m.backend == backend; });
 }
 
-std::vector<std::string> RunData::backends() const {
+std::vector<std::string> StageList::names() const {
   std::vector<std::string> out;
-  for (std::string_view s : kStages)
-    out.emplace_back(s);
-  for (std::string_view s : kBaselines)
+  for (const Stage& s : stages)
+    out.push_back(s.name);
+  return out;
+}
+
+std::string StageList::parent_of(std::string_view backend) const {
+  for (const Stage& s : stages) {
+    if (s.name == backend) return s.parent;
+  }
+  return {};
+}
+
+StageList parse_stage_list(const std::string& json, const std::string& origin) {
+  StageList list;
+  auto fail = [&](const std::string& why) -> InputError {
+    return InputError(origin + ": " + why + " (the stage list the build writes to stages.json)");
+  };
+  auto name_of = [&](const nlohmann::json& e) {
+    if (!e.is_object() || !e.contains("name") || !e.at("name").is_string())
+      throw fail("an entry has no string \"name\"");
+    return e.at("name").get<std::string>();
+  };
+  try {
+    const auto j = nlohmann::json::parse(json);
+    if (!j.is_object() || !j.contains("stages") || !j.at("stages").is_array())
+      throw fail("no \"stages\" array");
+    for (const auto& e : j.at("stages")) {
+      StageList::Stage s{name_of(e), ""};
+      if (e.contains("parent") && !e.at("parent").is_null()) {
+        if (!e.at("parent").is_string()) throw fail(s.name + "'s \"parent\" is not a string");
+        s.parent = e.at("parent").get<std::string>();
+        const auto names = list.names();
+        if (std::find(names.begin(), names.end(), s.parent) == names.end())
+          throw fail(s.name + "'s parent " + s.parent + " is not a stage listed before it");
+      } else if (!list.stages.empty()) {
+        throw fail(s.name + " has no parent; only the first stage has none");
+      }
+      list.stages.push_back(std::move(s));
+    }
+    for (const auto& e : j.value("baselines", nlohmann::json::array()))
+      list.baselines.push_back(name_of(e));
+  } catch (const nlohmann::json::exception& e) {
+    throw fail(e.what());
+  }
+  return list;
+}
+
+StageList load_stage_list(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError("cannot read the stage list " + file.string());
+  std::ostringstream s;
+  s << in.rdbuf();
+  return parse_stage_list(s.str(), file.string());
+}
+
+std::vector<std::string> RunData::backends() const {
+  std::vector<std::string> out = stages.names();
+  out.insert(out.end(), stages.baselines.begin(), stages.baselines.end());
+  for (std::string_view s : kSdpaBackends)
     out.emplace_back(s);
   std::vector<std::string> extra;
   for (const Measurement& m : measurements) {
@@ -228,8 +284,9 @@ fs::path resolve_run_dir(const fs::path& dir, std::string* label, std::string* m
   return run;
 }
 
-RunData load_run(const fs::path& dir) {
+RunData load_run(const fs::path& dir, StageList stages) {
   RunData run;
+  run.stages = std::move(stages);
   run.dir = resolve_run_dir(dir, &run.label, &run.missing_reason);
   if (!run.missing_reason.empty()) return run;
   if (!fs::is_directory(run.dir)) {

@@ -78,8 +78,9 @@ Table status_table(const RunData& run) {
               plain("TFLOP/s"), plain("vs sdpa_flash"), plain("vs sdpa_cudnn")};
   t.numeric = {false, false, false, true, true, true};
   Footnotes notes;
-  std::vector<std::string> rows(std::begin(kStages), std::end(kStages));
-  rows.insert(rows.end(), std::begin(kBaselines), std::end(kBaselines));
+  std::vector<std::string> rows = run.stages.names();
+  rows.insert(rows.end(), run.stages.baselines.begin(), run.stages.baselines.end());
+  rows.insert(rows.end(), std::begin(kSdpaBackends), std::end(kSdpaBackends));
   for (const std::string& b : rows) {
     const bool sdpa = b.rfind("sdpa_", 0) == 0;  // timed only: no suite, no sanitizers
     std::vector<Text> row{code(b)};
@@ -117,7 +118,7 @@ std::string status_block(const RunData& run) {
   // A run folder with test or sanitizer logs but no timings yet (run.sh --steps tests,...) still
   // gets its table; only a folder with neither is "no run".
   bool has_logs = fs::exists(run.dir / "tests.log");
-  for (std::string_view s : kStages)
+  for (const std::string& s : run.stages.names())
     has_logs = has_logs || sanitizer_result(run, s).has_value();
   if (run.empty() && has_logs) {
     return render(plain("Run folder ") + code(run.dir.filename().string()) +

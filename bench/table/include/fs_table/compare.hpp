@@ -4,7 +4,8 @@
 // B*S tokens), with the sequence length S as columns. Each group gets an overview (median time
 // and TFLOP/s per backend and S), and each shape a detail table with the derived ratios:
 //
-//   speedup over the previous stage   t(stage N-1) / t(stage N)
+//   vs parent stage                   t(parent) / t(stage): the speedup over the stage it
+//                                     builds on (StageList::parent_of)
 //   vs sdpa_flash, vs sdpa_cudnn      t(reference) / t(row): above 1x the row is faster
 //   % of peak                         FLOP/s / the cuBLAS GEMM peak of the same dtype measured
 //                                     in the same run (peaks.json)
@@ -41,9 +42,6 @@ std::vector<ShapeGroup> shape_groups(const RunData& run, DType dtype);
 /// "S=1024", or "Sq=512,Skv=1024" when they differ.
 std::string column_label(const Problem& p);
 
-/// The stage before `backend` in kStages; empty for 00_scalar and for baselines.
-std::string previous_stage(std::string_view backend);
-
 /// A time or the reason there is none, as a cell shows it.
 struct TimeLookup {
   const Measurement* m = nullptr;  ///< non-null only when timed
@@ -66,9 +64,9 @@ double percent_of_peak(double flops_per_second, double peak_flops_per_second);
 /// Per group: rows = backends, columns = S, cell = "median ms / TFLOP/s".
 Table overview_table(const RunData& run, const ShapeGroup& group);
 /// One shape: rows = the backends the run holds; columns = time, p10-p90, TFLOP/s, % of peak,
-/// speedup over the previous stage, vs sdpa_flash, vs sdpa_cudnn.
+/// speedup over the parent stage, vs sdpa_flash, vs sdpa_cudnn.
 Table shape_table(const RunData& run, const Problem& shape);
-/// One stage at every shape of the run against the previous stage, sdpa_flash, sdpa_cudnn and
+/// One stage at every shape of the run against its parent stage, sdpa_flash, sdpa_cudnn and
 /// cuBLAS.
 Table stage_table(const RunData& run, std::string_view stage, DType dtype);
 

@@ -30,12 +30,36 @@ struct InputError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// The project's stages in chapter order, then the baselines every stage is compared with.
-inline constexpr std::string_view kStages[] = {
-    "00_scalar",           "01_tiled",     "02_wmma",  "03_online_softmax", "04_cp_async",
-    "05_warp_specialized", "06_registers", "07_hopper"};
-inline constexpr std::string_view kBaselines[] = {"baseline_cublas", "sdpa_flash", "sdpa_cudnn",
-                                                  "sdpa_efficient", "sdpa_math"};
+/// The stage tree the build declares (flashsteps_add_stage() in stages/CMakeLists.txt), as it
+/// writes it to <build>/stages.json:
+///
+///   {"stages": [{"name": "04_cp_async", "parent": "03_online_softmax", "dir": ...}, ...],
+///    "baselines": [{"name": "baseline_cublas", "dir": ...}]}
+///
+/// The stages come in declaration order, each after its parent; only the first has none.
+struct StageList {
+  struct Stage {
+    std::string name;
+    std::string parent;  ///< empty for the first stage
+  };
+  std::vector<Stage> stages;
+  std::vector<std::string> baselines;  ///< the build's own (baseline_cublas)
+
+  std::vector<std::string> names() const;
+  /// The stage `backend` builds on; empty for the first stage and for anything not a stage.
+  std::string parent_of(std::string_view backend) const;
+};
+
+/// Parses a stage list; `origin` names it in messages. Throws InputError when it is not JSON of
+/// that shape, or when a parent is not a stage listed before its child.
+StageList parse_stage_list(const std::string& json, const std::string& origin);
+/// Reads and parses a stage list file (stages.json).
+StageList load_stage_list(const std::filesystem::path& file);
+
+/// The PyTorch SDPA backends (bench/sdpa), compared with every stage next to the build's
+/// baselines.
+inline constexpr std::string_view kSdpaBackends[] = {"sdpa_flash", "sdpa_cudnn", "sdpa_efficient",
+                                                     "sdpa_math"};
 
 /// One benchmark entry: a backend at a shape, timed or failed.
 struct Measurement {
@@ -67,6 +91,7 @@ struct ResultFile {
 };
 
 struct RunData {
+  StageList stages;  ///< the tree whose stages the tables and the book show
   std::filesystem::path dir;
   std::string label;           ///< how the run is named to readers: CURRENT's text, or the folder
   std::string missing_reason;  ///< non-empty: there is nothing to show, and this says why
@@ -80,8 +105,8 @@ struct RunData {
   bool empty() const { return !missing_reason.empty(); }
   const Measurement* find(std::string_view backend, const Problem& shape) const;
   bool has_backend(std::string_view backend) const;
-  /// Every known stage and baseline in order (present or not), then any other backend the run
-  /// holds, sorted.
+  /// Every stage, the build's baselines and the SDPA backends in order (present or not), then
+  /// any other backend the run holds, sorted.
   std::vector<std::string> backends() const;
   /// Distinct shapes of one dtype that any backend has an entry for.
   std::vector<Problem> shapes(DType dtype) const;
@@ -99,8 +124,9 @@ std::string run_gpu_name(const RunData& run);
 std::filesystem::path resolve_run_dir(const std::filesystem::path& dir, std::string* label,
                                       std::string* missing_reason);
 
-/// Loads a run. Throws InputError for a file that is not valid JSON or an entry of the wrong
-/// type; a missing folder or missing files are reported in the result, not thrown.
-RunData load_run(const std::filesystem::path& dir);
+/// Loads a run, to be shown with the stages of `stages`. Throws InputError for a file that is
+/// not valid JSON or an entry of the wrong type; a missing folder or missing files are reported
+/// in the result, not thrown.
+RunData load_run(const std::filesystem::path& dir, StageList stages);
 
 }  // namespace flashsteps::table

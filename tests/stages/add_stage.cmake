@@ -1,0 +1,102 @@
+# tests/stages/add_stage.cmake — adding a stage is a folder and one line: a throwaway stage
+# declared after the real ones reaches the stage list, the table tool's tables and the book's
+# fragments, compared with its parent. No CUDA is compiled: under `cmake -P`,
+# flashsteps_add_stage() only declares the stage.
+#
+#   cmake -DROOT=<src> -DBUILD_LIST=<build>/stages.json -DTABLE=<fs_table> -DWORK=<dir>
+#         [-DORPHAN=ON] -P add_stage.cmake
+#
+# BUILD_LIST is the list the configure step wrote; the script's own list must be that one plus
+# the new stage. ORPHAN=ON declares a stage whose parent does not exist instead: the declaration
+# must fail (the test that runs it expects the message).
+cmake_minimum_required(VERSION 3.25)
+foreach(var ROOT BUILD_LIST TABLE WORK)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "add_stage.cmake: pass -D${var}=...")
+  endif()
+endforeach()
+
+include("${ROOT}/stages/flashsteps_add_stage.cmake")
+flashsteps_read_stage_list("${BUILD_LIST}" built)
+
+# The baselines are declared in bench/CMakeLists.txt, which is not a script: take them from the
+# build's list. Then the real stages, from the file a contributor edits.
+foreach(name IN LISTS built_BASELINES)
+  flashsteps_add_stage(${name} SOURCES kernels.cu DIR "${ROOT}/${built_DIR_${name}}" BASELINE)
+endforeach()
+include("${ROOT}/stages/CMakeLists.txt")
+
+if(ORPHAN)
+  flashsteps_add_stage(09_orphan SOURCES kernels.cu launcher.cu PARENT 99_nowhere)
+  message(FATAL_ERROR "add_stage.cmake: a stage with an undeclared parent was accepted")
+endif()
+
+# The one line a new stage needs (its folder would sit next to the others; nothing is compiled
+# here). Its parent is not the last stage, so "parent" and "listed before" differ.
+flashsteps_add_stage(08_throwaway SOURCES kernels.cu launcher.cu PARENT 06_registers)
+
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${WORK}")
+set(list "${WORK}/stages.json")
+flashsteps_write_stage_list("${list}")
+flashsteps_read_stage_list("${list}" mine)
+
+function(fail what)
+  message(FATAL_ERROR "add_stage.cmake: ${what}")
+endfunction()
+
+# The list: the build's stages in the same order with the same parents and folders, then the new
+# one.
+set(expected ${built_STAGES} 08_throwaway)
+if(NOT mine_STAGES STREQUAL expected)
+  fail("${list} lists ${mine_STAGES}; expected the build's stages and then 08_throwaway")
+endif()
+foreach(name IN LISTS built_STAGES)
+  foreach(key PARENT DIR)
+    if(NOT "${mine_${key}_${name}}" STREQUAL "${built_${key}_${name}}")
+      fail("${name}'s ${key} is '${mine_${key}_${name}}' here but '${built_${key}_${name}}' in "
+           "the build's ${BUILD_LIST}")
+    endif()
+  endforeach()
+endforeach()
+if(NOT "${mine_PARENT_08_throwaway}" STREQUAL "06_registers")
+  fail("08_throwaway's parent is '${mine_PARENT_08_throwaway}', not 06_registers")
+endif()
+
+# The book's list: generate.cmake runs the table tool on the committed run with this list and
+# fails unless every stage of it got its fragments.
+execute_process(COMMAND "${CMAKE_COMMAND}" "-DTABLE=${TABLE}" "-DDATA_DIR=${ROOT}/book/data"
+                        "-DGEN_DIR=${WORK}/generated" "-DSTAGE_LIST=${list}"
+                        -P "${ROOT}/book/generate.cmake"
+                RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  fail("book/generate.cmake failed with the extra stage (${rc})")
+endif()
+
+function(expect file text)
+  file(READ "${file}" body)
+  string(FIND "${body}" "${text}" at)
+  if(at EQUAL -1)
+    fail("${file} does not contain '${text}'")
+  endif()
+endfunction()
+set(gen "${WORK}/generated")
+# The new stage's timing table compares it with its parent, and so does its profile diff.
+expect("${gen}/table_08_throwaway.md" "vs `06_registers`")
+expect("${gen}/ncu_diff_08_throwaway.md" "`06_registers` against `08_throwaway`")
+
+# The table tool's lists: the comparison table and README's status table have its row.
+foreach(cmd "table;${ROOT}/book/data;--format;markdown" "status;${ROOT}/book/data")
+  execute_process(COMMAND "${TABLE}" ${cmd} --stage-list "${list}"
+                  OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+  list(GET cmd 0 sub)
+  if(NOT rc EQUAL 0)
+    fail("fs_table ${sub} --stage-list ${list} failed (${rc})")
+  endif()
+  string(FIND "${out}" "| `08_throwaway` |" at)
+  if(at EQUAL -1)
+    fail("fs_table ${sub} --stage-list ${list} has no row for 08_throwaway")
+  endif()
+endforeach()
+message(STATUS "add_stage.cmake: 08_throwaway (parent 06_registers) is in the list, the book's "
+               "fragments and fs_table's tables")
