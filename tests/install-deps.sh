@@ -5,7 +5,7 @@
 # already on PATH (e.g. `pip install cmake`, where the distribution's is older) is used as it is.
 #   tests/install-deps.sh [--book]     --book adds the book's tools (doxygen, gnuplot, MathJax 2)
 # Set FLASHSTEPS_NO_INSTALL=1 where the packages come another way (a GPU host without a package
-# registry: see ../shared/gpu/use-offline-deps.sh); then this only checks.
+# registry; or build there nothing at all: bench/bundle.sh); then this only checks.
 set -euo pipefail
 
 pkgs=(cmake ninja-build g++ catch2 libbenchmark-dev libcli11-dev nlohmann-json3-dev shellcheck)
