@@ -169,6 +169,17 @@ Tolerance default_tolerance(const Problem& p, const Reference& exact) {
 
 namespace {
 
+// Calls f(h, i, ref_row, gpu_row) for query row i of every head h the reference holds: ref_row
+// indexes the reference's rows, gpu_row the full GPU output's.
+template <class F>
+void for_each_row(const Problem& p, const Reference& exact, F&& f) {
+  for (std::size_t idx = 0; idx < exact.heads.size(); ++idx) {
+    const std::int64_t h = exact.heads[idx];
+    for (std::int64_t i = 0; i < p.seq_q; ++i)
+      f(h, i, static_cast<std::int64_t>(idx) * p.seq_q + i, h * p.seq_q + i);
+  }
+}
+
 // "0-63, 128-191" from the sorted distinct block indices of width `w` (the last clipped at `n`).
 std::string ranges(const std::set<std::int64_t>& blocks, std::int64_t w, std::int64_t n) {
   std::ostringstream os;
@@ -201,36 +212,32 @@ std::string triage(const Problem& p, const Reference& exact, const std::vector<s
   std::set<std::int64_t> heads, row_blocks, col_groups;
   std::int64_t wrong = 0, nan = 0, inf = 0, lse_wrong = 0;
   std::ostringstream first;
-  for (std::size_t idx = 0; idx < exact.heads.size(); ++idx) {
-    const std::int64_t h = exact.heads[idx];
-    for (std::int64_t i = 0; i < p.seq_q; ++i) {
-      const std::int64_t ref_row = static_cast<std::int64_t>(idx) * p.seq_q + i;
-      const std::int64_t gpu_row = h * p.seq_q + i;
-      for (std::int64_t d = 0; d < D; ++d) {
-        const double ref = exact.o[ref_row * D + d];
-        const double got = bits_to_float(o[gpu_row * D + d], p.dtype);
-        nan += std::isnan(got) ? 1 : 0;
-        inf += std::isinf(got) ? 1 : 0;
-        if (std::isfinite(got) && std::abs(got - ref) <= c.o_bound) continue;
-        if (wrong++ == 0) {
-          first.precision(6);
-          first << "first wrong: head " << h << " row " << i << " d " << d << ": " << got
-                << " (reference " << ref << ")";
+  for_each_row(
+      p, exact, [&](std::int64_t h, std::int64_t i, std::int64_t ref_row, std::int64_t gpu_row) {
+        for (std::int64_t d = 0; d < D; ++d) {
+          const double ref = exact.o[ref_row * D + d];
+          const double got = bits_to_float(o[gpu_row * D + d], p.dtype);
+          nan += std::isnan(got) ? 1 : 0;
+          inf += std::isinf(got) ? 1 : 0;
+          if (std::isfinite(got) && std::abs(got - ref) <= c.o_bound) continue;
+          if (wrong++ == 0) {
+            first.precision(6);
+            first << "first wrong: head " << h << " row " << i << " d " << d << ": " << got
+                  << " (reference " << ref << ")";
+          }
+          heads.insert(h);
+          row_blocks.insert(i / kRowBlock);
+          col_groups.insert(d / kColGroup);
         }
-        heads.insert(h);
-        row_blocks.insert(i / kRowBlock);
-        col_groups.insert(d / kColGroup);
-      }
-      const double lref = exact.lse[ref_row], lgot = lse[gpu_row];
-      const bool both_minus_inf = std::isinf(lref) && lref < 0 && std::isinf(lgot) && lgot < 0;
-      if (!both_minus_inf &&
-          (!std::isfinite(lgot) || !std::isfinite(lref) || std::abs(lgot - lref) > c.lse_bound)) {
-        ++lse_wrong;
-        heads.insert(h);
-        row_blocks.insert(i / kRowBlock);
-      }
-    }
-  }
+        const double lref = exact.lse[ref_row], lgot = lse[gpu_row];
+        const bool both_minus_inf = std::isinf(lref) && lref < 0 && std::isinf(lgot) && lgot < 0;
+        if (!both_minus_inf &&
+            (!std::isfinite(lgot) || !std::isfinite(lref) || std::abs(lgot - lref) > c.lse_bound)) {
+          ++lse_wrong;
+          heads.insert(h);
+          row_blocks.insert(i / kRowBlock);
+        }
+      });
   std::ostringstream os;
   os << "triage: " << wrong << " wrong O elements";
   if (!heads.empty()) {
@@ -264,40 +271,36 @@ CheckResult check_attention(const Problem& p, const Reference& exact, const Refe
   double sum_err = 0;
   std::int64_t count = 0;
   double lse_same_max = 0, lse_scale = 1.0;
-  for (std::size_t idx = 0; idx < exact.heads.size(); ++idx) {
-    const std::int64_t h = exact.heads[idx];
-    for (std::int64_t i = 0; i < p.seq_q; ++i) {
-      const std::int64_t ref_row = static_cast<std::int64_t>(idx) * p.seq_q + i;
-      const std::int64_t gpu_row = h * p.seq_q + i;
-      for (std::int64_t d = 0; d < D; ++d) {
-        const double ref = exact.o[ref_row * D + d];
-        const double got = bits_to_float(o[gpu_row * D + d], p.dtype);
-        if (!std::isfinite(got)) {
-          ++c.nan_count;
-          continue;
+  for_each_row(
+      p, exact, [&](std::int64_t, std::int64_t, std::int64_t ref_row, std::int64_t gpu_row) {
+        for (std::int64_t d = 0; d < D; ++d) {
+          const double ref = exact.o[ref_row * D + d];
+          const double got = bits_to_float(o[gpu_row * D + d], p.dtype);
+          if (!std::isfinite(got)) {
+            ++c.nan_count;
+            continue;
+          }
+          const double err = std::abs(got - ref);
+          sum_err += err;
+          ++count;
+          if (err > c.o_max_err) {
+            c.o_max_err = err;
+            c.worst_row = gpu_row;
+          }
+          c.o_same_max_err = std::max(c.o_same_max_err, std::abs(same.o[ref_row * D + d] - ref));
         }
-        const double err = std::abs(got - ref);
-        sum_err += err;
-        ++count;
-        if (err > c.o_max_err) {
-          c.o_max_err = err;
-          c.worst_row = gpu_row;
+        const double lref = exact.lse[ref_row];
+        const double lgot = lse[gpu_row];
+        const double lsame = same.lse[ref_row];
+        if (std::isinf(lref) || std::isinf(lgot) || std::isnan(lgot)) {
+          // A row that sees no key must give exactly -inf; any other row must be finite.
+          if (!(std::isinf(lref) && lref < 0 && std::isinf(lgot) && lgot < 0)) ++c.lse_mismatch;
+          return;
         }
-        c.o_same_max_err = std::max(c.o_same_max_err, std::abs(same.o[ref_row * D + d] - ref));
-      }
-      const double lref = exact.lse[ref_row];
-      const double lgot = lse[gpu_row];
-      const double lsame = same.lse[ref_row];
-      if (std::isinf(lref) || std::isinf(lgot) || std::isnan(lgot)) {
-        // A row that sees no key must give exactly -inf; any other row must be finite.
-        if (!(std::isinf(lref) && lref < 0 && std::isinf(lgot) && lgot < 0)) ++c.lse_mismatch;
-        continue;
-      }
-      c.lse_max_err = std::max(c.lse_max_err, std::abs(lgot - lref));
-      lse_same_max = std::max(lse_same_max, std::abs(lsame - lref));
-      lse_scale = std::max(lse_scale, std::abs(lref));
-    }
-  }
+        c.lse_max_err = std::max(c.lse_max_err, std::abs(lgot - lref));
+        lse_same_max = std::max(lse_same_max, std::abs(lsame - lref));
+        lse_scale = std::max(lse_scale, std::abs(lref));
+      });
   c.o_mean_err = count ? sum_err / static_cast<double>(count) : 0.0;
   c.o_bound = 2.0 * c.o_same_max_err + tol.o_floor;
   c.lse_bound = 2.0 * lse_same_max + tol.lse_rel_floor * lse_scale;
