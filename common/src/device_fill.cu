@@ -1,6 +1,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "flashsteps/cuda/launch.cuh"
 #include "flashsteps/cuda_check.hpp"
 #include "flashsteps/device_fill.hpp"
 
@@ -34,10 +35,11 @@ void fill_random_device(void* ptr, std::int64_t n, DType t, std::uint64_t seed, 
   constexpr int kThreads = 256;
   const int blocks = static_cast<int>(std::min<std::int64_t>((n + kThreads - 1) / kThreads, 65536));
   if (t == DType::fp16)
-    fill_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<__half*>(ptr), n, seed, mean);
+    FS_CUDA_CHECK(launch_kernel(fill_kernel<__half>, blocks, kThreads, 0, stream,
+                                static_cast<__half*>(ptr), n, seed, mean));
   else
-    fill_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(ptr), n, seed, mean);
-  FS_CHECK_LAUNCH();
+    FS_CUDA_CHECK(launch_kernel(fill_kernel<__nv_bfloat16>, blocks, kThreads, 0, stream,
+                                static_cast<__nv_bfloat16*>(ptr), n, seed, mean));
 }
 
 }  // namespace flashsteps

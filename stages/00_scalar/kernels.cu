@@ -22,6 +22,7 @@
 #include <cmath>
 
 #include "flashsteps/cuda/dtype.cuh"
+#include "flashsteps/cuda/launch.cuh"
 #include "flashsteps/cuda/row_softmax.cuh"
 #include "flashsteps/cuda_check.hpp"
 #include "kernels.cuh"
@@ -86,9 +87,9 @@ void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
   float* s = static_cast<float*>(a.workspace);
   const auto score_blocks =
       grid_size(sh.bh * sh.sq * sh.skv, Tile::kScoreThreads, Tile::kMaxBlocks);
-  scores_kernel<T, kCausal><<<score_blocks, Tile::kScoreThreads, 0, stream>>>(
-      static_cast<const T*>(a.q), static_cast<const T*>(a.k), s, sh);
-  FS_CHECK_LAUNCH();
+  FS_CUDA_CHECK(launch_kernel(scores_kernel<T, kCausal>, score_blocks, Tile::kScoreThreads, 0,
+                              stream, static_cast<const T*>(a.q), static_cast<const T*>(a.k), s,
+                              sh));
   //! [softmax]
   // One block per row of S: three passes over the row in global memory (max, sum, normalise),
   // overwriting S with P in place and writing LSE = m + log(l). The kernel is shared with stages
@@ -96,9 +97,8 @@ void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
   launch_row_softmax<float, kCausal>(s, s, a.lse, {sh.bh * sh.sq, sh.sq, sh.skv, sh.skv}, stream);
   //! [softmax]
   const auto pv_blocks = grid_size(sh.bh * sh.sq * sh.d, Tile::kPvThreads, Tile::kMaxBlocks);
-  pv_kernel<T, kCausal><<<pv_blocks, Tile::kPvThreads, 0, stream>>>(s, static_cast<const T*>(a.v),
-                                                                    static_cast<T*>(a.o), sh);
-  FS_CHECK_LAUNCH();
+  FS_CUDA_CHECK(launch_kernel(pv_kernel<T, kCausal>, pv_blocks, Tile::kPvThreads, 0, stream, s,
+                              static_cast<const T*>(a.v), static_cast<T*>(a.o), sh));
 }
 
 template <class T, bool kCausal>

@@ -42,6 +42,7 @@
 #include <cstring>
 
 #include "flashsteps/cuda/dtype.cuh"
+#include "flashsteps/cuda/launch.cuh"
 #include "flashsteps/cuda/row_softmax.cuh"
 #include "flashsteps/cuda_check.hpp"
 #include "kernels.cuh"
@@ -244,14 +245,12 @@ void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
   const std::int64_t tiles_q = ceil_div(sh.sq, Tile::kBr);
   const unsigned score_blocks =
       grid_size(sh.bh * tiles_q * ceil_div(sh.skv, Tile::kBc), 1, Tile::kMaxBlocks);
-  scores_kernel<T, D, kCausal><<<score_blocks, Tile::kThreads, 0, stream>>>(
-      static_cast<const T*>(a.q), static_cast<const T*>(a.k), s, sh);
-  FS_CHECK_LAUNCH();
+  FS_CUDA_CHECK(launch_kernel(scores_kernel<T, D, kCausal>, score_blocks, Tile::kThreads, 0, stream,
+                              static_cast<const T*>(a.q), static_cast<const T*>(a.k), s, sh));
   launch_row_softmax<float, kCausal>(s, s, a.lse, {sh.bh * sh.sq, sh.sq, sh.skv, sh.skv}, stream);
   const unsigned pv_blocks = grid_size(sh.bh * tiles_q, 1, Tile::kMaxBlocks);
-  pv_kernel<T, D, kCausal><<<pv_blocks, Tile::kThreads, 0, stream>>>(s, static_cast<const T*>(a.v),
-                                                                     static_cast<T*>(a.o), sh);
-  FS_CHECK_LAUNCH();
+  FS_CUDA_CHECK(launch_kernel(pv_kernel<T, D, kCausal>, pv_blocks, Tile::kThreads, 0, stream, s,
+                              static_cast<const T*>(a.v), static_cast<T*>(a.o), sh));
 }
 
 template <class T, int D, bool kCausal>

@@ -45,6 +45,7 @@
 #include <cstring>
 
 #include "flashsteps/cuda/dtype.cuh"
+#include "flashsteps/cuda/launch.cuh"
 #include "flashsteps/cuda/row_softmax.cuh"
 #include "flashsteps/cuda_check.hpp"
 #include "kernels.cuh"
@@ -287,11 +288,8 @@ __global__ void __launch_bounds__(WmmaTraits<D>::kThreads)
 template <class T, int D, bool kCausal>
 void set_smem_limits() {
   using Tile = WmmaTraits<D>;
-  FS_CUDA_CHECK(cudaFuncSetAttribute(scores_kernel<T, D, kCausal>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     Tile::kScoresSmemBytes));
-  FS_CUDA_CHECK(cudaFuncSetAttribute(
-      pv_kernel<T, D, kCausal>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kPvSmemBytes));
+  FS_CUDA_CHECK(allow_dynamic_smem(scores_kernel<T, D, kCausal>, Tile::kScoresSmemBytes));
+  FS_CUDA_CHECK(allow_dynamic_smem(pv_kernel<T, D, kCausal>, Tile::kPvSmemBytes));
 }
 
 template <int D>
@@ -327,14 +325,14 @@ void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
   const std::int64_t tiles_q = ceil_div(sh.sq, Tile::kBr);
   const unsigned score_blocks =
       grid_size(sh.bh * tiles_q * ceil_div(sh.skv, Tile::kBc), 1, Tile::kMaxBlocks);
-  scores_kernel<T, D, kCausal><<<score_blocks, Tile::kThreads, Tile::kScoresSmemBytes, stream>>>(
-      static_cast<const T*>(a.q), static_cast<const T*>(a.k), s, sh);
-  FS_CHECK_LAUNCH();
+  FS_CUDA_CHECK(launch_kernel(scores_kernel<T, D, kCausal>, score_blocks, Tile::kThreads,
+                              Tile::kScoresSmemBytes, stream, static_cast<const T*>(a.q),
+                              static_cast<const T*>(a.k), s, sh));
   launch_row_softmax<T, kCausal>(s, p, a.lse, {sh.bh * sh.sq, sh.sq, sh.skv, sh.ldp}, stream);
   const unsigned pv_blocks = grid_size(sh.bh * tiles_q, 1, Tile::kMaxBlocks);
-  pv_kernel<T, D, kCausal><<<pv_blocks, Tile::kThreads, Tile::kPvSmemBytes, stream>>>(
-      p, static_cast<const T*>(a.v), static_cast<T*>(a.o), sh);
-  FS_CHECK_LAUNCH();
+  FS_CUDA_CHECK(launch_kernel(pv_kernel<T, D, kCausal>, pv_blocks, Tile::kThreads,
+                              Tile::kPvSmemBytes, stream, p, static_cast<const T*>(a.v),
+                              static_cast<T*>(a.o), sh));
 }
 
 template <class T, int D, bool kCausal>

@@ -74,6 +74,7 @@
 #include <type_traits>
 
 #include "flashsteps/cuda/dtype.cuh"
+#include "flashsteps/cuda/launch.cuh"
 #include "flashsteps/cuda_check.hpp"
 #include "flashsteps/mask.hpp"
 #include "kernels.cuh"
@@ -404,18 +405,15 @@ void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
   const std::int64_t blocks = sh.bh * sh.tr;  // <= kMaxBlocks, checked by supports()
   const dim3 grid(static_cast<unsigned>(blocks));
   const dim3 block(Tile::kThreads);
-  fused_attention_kernel<T, Tile, kCausal><<<grid, block, Tile::kSmemBytes, stream>>>(
-      static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v),
-      static_cast<T*>(a.o), a.lse, sh);
-  FS_CHECK_LAUNCH();
+  FS_CUDA_CHECK(launch_kernel(fused_attention_kernel<T, Tile, kCausal>, grid, block,
+                              Tile::kSmemBytes, stream, static_cast<const T*>(a.q),
+                              static_cast<const T*>(a.k), static_cast<const T*>(a.v),
+                              static_cast<T*>(a.o), a.lse, sh));
 }
 
 template <class T, class Tile, bool kCausal>
 void set_smem_limit() {
-  // Above 48 KiB of dynamic shared memory a kernel must opt in, per function.
-  FS_CUDA_CHECK(cudaFuncSetAttribute(fused_attention_kernel<T, Tile, kCausal>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(Tile::kSmemBytes)));
+  FS_CUDA_CHECK(allow_dynamic_smem(fused_attention_kernel<T, Tile, kCausal>, Tile::kSmemBytes));
 }
 
 template <class T, class Tile, bool kCausal>

@@ -82,6 +82,7 @@
 #include <type_traits>
 
 #include "flashsteps/cuda/dtype.cuh"
+#include "flashsteps/cuda/launch.cuh"
 #include "flashsteps/cuda/ptx.cuh"
 #include "flashsteps/cuda/watchdog.cuh"
 #include "flashsteps/cuda_check.hpp"
@@ -586,17 +587,14 @@ void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
   const std::int64_t blocks = sh.bh * sh.tr;  // <= kMaxBlocks, checked by supports()
   const dim3 grid(static_cast<unsigned>(blocks));
   const dim3 block(Tile::kThreads);
-  fused_attention_kernel<T, Tile, kCausal>
-      <<<grid, block, Tile::kSmemBytes, stream>>>(tm_q, tm_k, tm_v, tm_o, a.lse, sh);
-  FS_CHECK_LAUNCH();
+  FS_CUDA_CHECK(launch_kernel(fused_attention_kernel<T, Tile, kCausal>, grid, block,
+                              Tile::kSmemBytes, stream, tm_q, tm_k, tm_v, tm_o, a.lse, sh));
 }
 
 template <class T, int kD, bool kCausal>
 void set_smem_limit() {
   using Tile = TileFor<kD>;
-  FS_CUDA_CHECK(cudaFuncSetAttribute(fused_attention_kernel<T, Tile, kCausal>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(Tile::kSmemBytes)));
+  FS_CUDA_CHECK(allow_dynamic_smem(fused_attention_kernel<T, Tile, kCausal>, Tile::kSmemBytes));
   // setmaxnreg only moves registers the block already holds: the consumers' .inc waits until the
   // producer's .dec has returned enough, so a build that allocated fewer registers per thread
   // than the budgets add up to would hang at the first launch. Refuse it here instead.

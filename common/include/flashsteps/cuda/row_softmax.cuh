@@ -24,6 +24,7 @@
 #include <type_traits>
 
 #include "flashsteps/cuda/dtype.cuh"
+#include "flashsteps/cuda/launch.cuh"
 #include "flashsteps/cuda/reduce.cuh"
 #include "flashsteps/cuda_check.hpp"
 #include "flashsteps/mask.hpp"
@@ -102,8 +103,8 @@ void launch_row_softmax(const float* s, PT* p, float* lse, const RowSoftmaxShape
   }
   const long long blocks =
       sh.rows < RowSoftmaxTraits::kMaxBlocks ? sh.rows : RowSoftmaxTraits::kMaxBlocks;
-  row_softmax_kernel<PT, kCausal><<<blocks, RowSoftmaxTraits::kThreads, 0, stream>>>(s, p, lse, sh);
-  FS_CHECK_LAUNCH();
+  FS_CUDA_CHECK(launch_kernel(row_softmax_kernel<PT, kCausal>, blocks, RowSoftmaxTraits::kThreads,
+                              0, stream, s, p, lse, sh));
 }
 
 /// The row softmax as a stage lists it among its kernels: "softmax<fp16,causal>".
