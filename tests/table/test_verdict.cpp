@@ -67,27 +67,21 @@ TEST_CASE("a stage without predictions.csv has no predictions", "[verdict]") {
 
 TEST_CASE("measures read the run: times, peaks and profiles", "[verdict]") {
   const RunData run = load_run(kRun, build_stages());
-  const std::string s = "03_online_softmax";
+  // The value of one measure of stage 03, which must have one, in the unit it must have.
+  const auto value = [&](const char* m, const char* unit) {
+    const Measured x = measure(run, "03_online_softmax", m);
+    REQUIRE(x.value);
+    CHECK(x.unit == unit);
+    return *x.value;
+  };
   // 2^36 FLOPs in 1.0 ms; the fixture's fp16 GEMM peak is 500 TFLOP/s.
-  const Measured tf = measure(run, s, "tflops:b32_h32_sq512_skv512_d64_fp16");
-  REQUIRE(tf.value);
-  CHECK(*tf.value == Approx(68.719476736));
-  CHECK(tf.unit == "TFLOP/s");
-  const Measured pct = measure(run, s, "pct_peak:b32_h32_sq512_skv512_d64_fp16");
-  REQUIRE(pct.value);
-  CHECK(*pct.value == Approx(100 * 68.719476736 / 500));
+  CHECK(value("tflops:b32_h32_sq512_skv512_d64_fp16", "TFLOP/s") == Approx(68.719476736));
+  CHECK(value("pct_peak:b32_h32_sq512_skv512_d64_fp16", "%") == Approx(100 * 68.719476736 / 500));
   // 02_wmma takes 8.0 ms at S = 1024, stage 03 2.0 ms.
-  const Measured sp = measure(run, s, "speedup:02_wmma:b16_h32_sq1024_skv1024_d64_fp16");
-  REQUIRE(sp.value);
-  CHECK(*sp.value == Approx(4.0));
-  CHECK(sp.unit == "x");
+  CHECK(value("speedup:02_wmma:b16_h32_sq1024_skv1024_d64_fp16", "x") == Approx(4.0));
   // One kernel of 128 registers; 02_wmma's profiled pass lasts 300 + 100 + 100 us, 03's 250 us.
-  const Measured regs = measure(run, s, "ncu:launch__registers_per_thread");
-  REQUIRE(regs.value);
-  CHECK(*regs.value == 128);
-  const Measured ratio = measure(run, s, "ncu_ratio:02_wmma:gpu__time_duration.sum");
-  REQUIRE(ratio.value);
-  CHECK(*ratio.value == Approx(0.5));
+  CHECK(value("ncu:launch__registers_per_thread", "register/thread") == 128);
+  CHECK(value("ncu_ratio:02_wmma:gpu__time_duration.sum", "x") == Approx(0.5));
 }
 
 TEST_CASE("a measure the run cannot give says why instead of a value", "[verdict]") {
