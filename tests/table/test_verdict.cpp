@@ -54,7 +54,8 @@ TEST_CASE("predictions.csv: each malformed line is refused, naming the line", "[
       {head + "ncu:,1,2,x\n", "an empty argument"},
       {head + "ncu:m,one,2,x\n", "must be numbers"},
       {head + "ncu:m,3,2,x\n", "low is above high"},
-      {head + "ncu:m,1,2,\n", "the claim is empty"}};
+      {head + "ncu:m,1,2,\n", "the claim is empty"},
+      {head + "ncu:m,1,2,\"open\n", "p.csv:2: a quote is left open"}};
   for (const auto& [text, message] : bad) {
     INFO(text);
     CHECK_THROWS_WITH(parse(text), ContainsSubstring(message));

@@ -27,33 +27,6 @@ std::ifstream open(const fs::path& file) {
   return in;
 }
 
-// One CSV record per line (ncu never breaks a field across lines); "" escapes a quote.
-std::optional<std::vector<std::string>> split_csv(const std::string& line) {
-  std::vector<std::string> fields(1);
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        fields.back() += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        fields.back() += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      fields.emplace_back();
-    } else if (c != '\r') {
-      fields.back() += c;
-    }
-  }
-  if (quoted) return std::nullopt;
-  return fields;
-}
-
 // "1,234,567.89" (ncu groups thousands) or "12.5"; nullopt for "n/a" and other text.
 std::optional<double> parse_number(const std::string& text) {
   std::string s = trim(text);

@@ -14,27 +14,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// One CSV line into fields: commas separate, double quotes enclose a field that holds commas
-// ("" inside quotes is one quote).
-std::vector<std::string> csv_fields(const std::string& line) {
-  std::vector<std::string> out(1);
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-      out.back() += '"';
-      ++i;
-    } else if (c == '"') {
-      quoted = !quoted;
-    } else if (c == ',' && !quoted) {
-      out.emplace_back();
-    } else {
-      out.back() += c;
-    }
-  }
-  return out;
-}
-
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out(1);
   for (char c : s) {
@@ -113,7 +92,9 @@ std::vector<Prediction> parse_predictions(std::istream& in, const std::string& s
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos || line[0] == '#') continue;
     const auto where = [&] { return source + ":" + std::to_string(n) + ": "; };
-    const auto f = csv_fields(line);
+    const auto fields = split_csv(line);
+    if (!fields) throw InputError(where() + "a quote is left open");
+    const auto& f = *fields;
     if (!header_seen) {
       if (f != std::vector<std::string>{"measure", "low", "high", "claim"}) {
         throw InputError(where() + "the first line must be 'measure,low,high,claim'");

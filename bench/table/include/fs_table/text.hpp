@@ -6,6 +6,7 @@
 // plain span has every character Doxygen would read as markup backslash-escaped.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,5 +72,10 @@ std::string md_text_body(std::string_view s);
 /// span, a pipe would end the table cell, and `%word` would lose its `%` (Doxygen's
 /// no-autolink marker), so those are replaced or doubled.
 std::string md_code_body(std::string_view s);
+
+/// The fields of one CSV record on one line (Nsight Compute's output, predictions.csv): commas
+/// separate, double quotes enclose a field that holds commas, "" inside quotes is one quote, a
+/// trailing CR is dropped. nullopt when a quote is left open.
+std::optional<std::vector<std::string>> split_csv(const std::string& line);
 
 }  // namespace flashsteps::table
