@@ -83,7 +83,7 @@ class OnlineSoftmaxStage final : public Stage {
     constexpr std::int64_t Br = OnlineSoftmaxTraits<64>::Br;
     static_assert(OnlineSoftmaxTraits<64>::Br == OnlineSoftmaxTraits<128>::Br,
                   "Tr is computed once for every head dim");
-    return (p.seq_q + Br - 1) / Br;
+    return ceil_div(p.seq_q, Br);
   }
   static online_softmax::Shape shape(const Problem& p) {
     return {p.batch_heads(), static_cast<int>(p.seq_q), static_cast<int>(p.seq_kv),

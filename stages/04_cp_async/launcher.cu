@@ -109,7 +109,7 @@ class CpAsyncStage final : public Stage {
     constexpr std::int64_t Br = TileD64::Br;
     static_assert(TileD64::Br == TileD128::Br && TileD64::Br == TileD128Narrow::Br,
                   "Tr is computed once for every tile configuration");
-    return (p.seq_q + Br - 1) / Br;
+    return ceil_div(p.seq_q, Br);
   }
   static cp_async::Shape shape(const Problem& p) {
     return {p.batch_heads(), static_cast<int>(p.seq_q), static_cast<int>(p.seq_kv),

@@ -112,7 +112,7 @@ class WarpSpecializedStage final : public Stage {
     constexpr std::int64_t Br = TileD64::Br;
     static_assert(TileD64::Br == TileD128::Br && TileD64::Br == TileD128Narrow::Br,
                   "Tr is computed once for every tile configuration");
-    return (p.seq_q + Br - 1) / Br;
+    return ceil_div(p.seq_q, Br);
   }
   static warp_specialized::Shape shape(const Problem& p) {
     return {p.batch_heads(), static_cast<int>(p.seq_q), static_cast<int>(p.seq_kv),

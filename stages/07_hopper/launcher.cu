@@ -99,7 +99,7 @@ class HopperStage final : public Stage {
  private:
   static std::int64_t tiles_q(const Problem& p) {
     constexpr std::int64_t Br = hopper::TileD64::Br;  // == TileD128::Br (kernels.cuh)
-    return (p.seq_q + Br - 1) / Br;
+    return ceil_div(p.seq_q, Br);
   }
   static hopper::Shape shape(const Problem& p) {
     return {p.batch_heads(), static_cast<int>(p.seq_q), static_cast<int>(p.seq_kv),
