@@ -39,7 +39,8 @@ command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
 # --compress-mode=size: every stage's device code is linked into three binaries (runner, test,
 # bench); compressed fatbins keep the bundle several times smaller. The machine code is the same.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CUDA_ARCHITECTURES=$arch" \
-  -DCMAKE_CUDA_FLAGS=--compress-mode=size -DFLASHSTEPS_BUILD_BOOK=OFF >/dev/null
+  -DCMAKE_CUDA_FLAGS=--compress-mode=size -DFLASHSTEPS_BUILD_BOOK=OFF -DFLASHSTEPS_EMULATION=OFF \
+  >/dev/null
 cmake --build "$build" -j"$(nproc)"
 
 rm -rf "$out"

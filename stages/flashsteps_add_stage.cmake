@@ -116,11 +116,37 @@ function(flashsteps_add_stage name)
   add_test(NAME gpu.${name} COMMAND test_${name})
   set_tests_properties(gpu.${name} PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
 
+  # Baselines call cuBLAS, which the emulator does not model.
+  if(TARGET fsemu AND NOT ARG_BASELINE)
+    _flashsteps_add_emulated_stage(${name} ${runner} "${ARG_DIR}" ${ARG_SOURCES})
+  endif()
+
   if(TARGET flashsteps_bench_harness)
     add_executable(bench_${name} $<TARGET_OBJECTS:flashsteps_bench_harness>)
     target_link_libraries(bench_${name} PRIVATE ${lib} flashsteps_bench_common)
     set_target_properties(bench_${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/bench")
   endif()
+endfunction()
+
+# The stage for the CPU emulator (emu/CMakeLists.txt): the same sources compiled by the host
+# compiler, its GPU suite (test_emu_<name>, ctest emu.<name>) and its runner
+# (stages/emulated/stageNN, which `stageNN --emulate` runs).
+function(_flashsteps_add_emulated_stage name runner dir)
+  flashsteps_emulated_sources(sources ${ARGN})
+  set(lib fs_emu_stage_${name})
+  add_library(${lib} STATIC ${sources})
+  target_include_directories(${lib} PRIVATE "${dir}")
+  target_link_libraries(${lib} PUBLIC fs_emu_common)
+  add_executable(${runner}_emulated $<TARGET_OBJECTS:fs_emu_stage_main>)
+  target_link_libraries(${runner}_emulated PRIVATE ${lib} fs_emu_runner)
+  set_target_properties(${runner}_emulated PROPERTIES OUTPUT_NAME ${runner}
+                        RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/stages/emulated")
+  add_executable(test_emu_${name} $<TARGET_OBJECTS:fs_emu_gpu_suite_obj>)
+  target_link_libraries(test_emu_${name} PRIVATE ${lib} fs_emu_common flashsteps::catch2)
+  set_target_properties(test_emu_${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/tests")
+  add_test(NAME emu.${name} COMMAND test_emu_${name} ${FLASHSTEPS_CATCH_ARGS})
+  set_tests_properties(emu.${name} PROPERTIES LABELS "cpu;emu"
+                       FAIL_REGULAR_EXPRESSION "${FLASHSTEPS_CATCH_FAIL}")
 endfunction()
 
 # flashsteps_write_stage_list(<file>): the stage tree as JSON, the one list the table tool, the

@@ -8,7 +8,8 @@
 # registry; or build there nothing at all: bench/bundle.sh); then this only checks.
 set -euo pipefail
 
-pkgs=(cmake ninja-build g++ catch2 libbenchmark-dev libcli11-dev nlohmann-json3-dev shellcheck)
+pkgs=(cmake ninja-build g++ catch2 libbenchmark-dev libcli11-dev nlohmann-json3-dev shellcheck
+  libboost-context-dev)
 if [[ "${1:-}" == "--book" ]]; then
   pkgs+=(doxygen doxygen-awesome-css gnuplot-nox libjs-mathjax)
 fi
@@ -19,6 +20,7 @@ declare -A why=(
   [libbenchmark-dev]="Google Benchmark, the bench_<stage> timing loop"
   [libcli11-dev]="the runners' command line" [nlohmann-json3-dev]="the table tool's JSON"
   [shellcheck]="lints the shell scripts (a CPU test)" [doxygen]="builds the book"
+  [libboost-context-dev]="the fibers of the CPU emulator that runs every stage's kernels (emu/)"
   [doxygen-awesome-css]="the book's stylesheet" [gnuplot-nox]="draws the book's plots"
   [libjs-mathjax]="renders the book's formulas offline (copied into the book's HTML)"
 )

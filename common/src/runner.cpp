@@ -9,21 +9,46 @@
 
 #include "flashsteps/cuda_check.hpp"
 #include "flashsteps/device_tensors.hpp"
-#include "flashsteps/peaks.hpp"
 #include "flashsteps/reference.hpp"
 #include "flashsteps/resources.hpp"
 #include "flashsteps/timing.hpp"
+
+#ifdef FLASHSTEPS_EMULATED_BUILD
+#include "fsemu/layout.hpp"
+#else
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "flashsteps/peaks.hpp"
+#endif
 
 namespace flashsteps {
 
 std::optional<int> parse_runner_cli(int argc, const char* const* argv, std::string_view stage,
                                     std::string_view title, RunnerOptions* opts, std::ostream& out,
                                     std::ostream& err) {
+#ifdef FLASHSTEPS_EMULATED_BUILD
+  CLI::App app{std::string(stage) + " — " + std::string(title) +
+               ": runs the stage's own kernels once on the CPU emulator (fsemu) and checks them "
+               "against the CPU reference. Nothing is timed: --iters, --warmup and --no-peak are "
+               "accepted and ignored."};
+  app.footer(
+      "Exit codes: 0 ok, 1 check failed or the launch failed on the emulator (a fault or a\n"
+      "deadlock, reported), 2 bad flag or invalid problem, 3 the problem is outside what this\n"
+      "stage supports.");
+  const char* ignored = " (ignored: the emulator times nothing)";
+#else
   CLI::App app{std::string(stage) + " — " + std::string(title) +
                ": runs the stage once against the CPU reference, then times it."};
   app.footer(
       "Exit codes: 0 ok, 1 check failed or CUDA error, 2 bad flag or invalid problem,\n"
       "3 no GPU, or the GPU or problem is outside what this stage supports.");
+  const char* ignored = "";
+#endif
   Problem& p = opts->problem;
   std::string dtype = "fp16";
   std::int64_t seq_kv = -1;
@@ -38,10 +63,10 @@ std::optional<int> parse_runner_cli(int argc, const char* const* argv, std::stri
       ->check(CLI::IsMember({"fp16", "bf16"}))
       ->capture_default_str();
   app.add_option("--scale", p.scale, "softmax scale (default 1/sqrt(D))");
-  app.add_option("--iters", opts->iters, "timed launches (median reported)")
+  app.add_option("--iters", opts->iters, std::string("timed launches (median reported)") + ignored)
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
-  app.add_option("--warmup", opts->warmup, "untimed launches first")
+  app.add_option("--warmup", opts->warmup, std::string("untimed launches first") + ignored)
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
   app.add_option("--seed", opts->seed, "seed of the random inputs")->capture_default_str();
@@ -50,7 +75,22 @@ std::optional<int> parse_runner_cli(int argc, const char* const* argv, std::stri
                  "heads checked against the CPU reference (0 skips the check)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 31))
       ->capture_default_str();
-  app.add_flag("!--no-peak", opts->measure_peak, "skip measuring the cuBLAS GEMM peak");
+  app.add_flag("!--no-peak", opts->measure_peak,
+               std::string("skip measuring the cuBLAS GEMM peak") + ignored);
+#ifdef FLASHSTEPS_EMULATED_BUILD
+  app.add_flag("--emulate", opts->emulate,
+               "run on the CPU emulator (this runner always does; accepted for symmetry)");
+  app.add_flag("--layout", opts->layout,
+               "print which lane holds which tensor-core fragment element (stages 06 and 07), "
+               "probed from the emulator's instruction models, and exit");
+#else
+  app.add_flag("--emulate", opts->emulate,
+               "run the stage's own kernels on the CPU emulator instead of the GPU: execs the "
+               "emulated build of this runner (emulated/<this runner's name>, next to it) with "
+               "the same arguments; it checks, and times nothing");
+  app.add_flag("--layout", opts->layout,
+               "with --emulate: print the tensor-core fragment layouts (stages 06 and 07)");
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -60,6 +100,17 @@ std::optional<int> parse_runner_cli(int argc, const char* const* argv, std::stri
     err << stage << ": " << e.what() << "\nRun with --help for usage.\n";
     return kExitUsage;
   }
+#ifdef FLASHSTEPS_EMULATED_BUILD
+  opts->emulate = true;
+#else
+  if (opts->layout) {
+    err << refusal(stage,
+                   "--layout prints fragment layouts read off the CPU emulator's instruction "
+                   "models, so it needs --emulate (run it as: --emulate --layout)")
+        << '\n';
+    return kExitUsage;
+  }
+#endif
   p.dtype = *parse_dtype(dtype);
   p.seq_kv = seq_kv < 0 ? p.seq_q : seq_kv;
   if (std::string why = validate(p); !why.empty()) {
@@ -70,6 +121,40 @@ std::optional<int> parse_runner_cli(int argc, const char* const* argv, std::stri
 }
 
 namespace {
+
+#ifdef FLASHSTEPS_EMULATED_BUILD
+
+// What a PASS under the emulator means, printed where the GPU runner prints its timing.
+constexpr const char* kEmulatedMeaning =
+    "emulated the stage's own kernels ran on fsemu, the CPU emulator (emu/), each thread a\n"
+    "         fiber, each instruction modelled from the PTX ISA. A PASS above means their\n"
+    "         logic, indexing and synchronisation (barriers, mbarriers, async copies, warp and\n"
+    "         warpgroup collectives) hold under the emulator's reading of the ISA. It proves\n"
+    "         nothing about speed (nothing was timed: no latency, rate, peak or resources),\n"
+    "         about the hardware's rounding, or that the hardware agrees with that reading:\n"
+    "         the GPU suite on real hardware (ctest -L gpu) stays the truth.\n";
+
+// --layout: the fragment layouts the stage's lesson is about, probed from the emulator's models.
+int print_layout(const Stage& stage, std::ostream& out) {
+  const std::string_view name = stage.name();
+  out << "stage    " << name << " — " << stage.title() << "\n\n";
+  if (name == "06_registers" || name == "07_hopper") {
+    out << fsemu::mma_m16n8k16_layout_report();
+    if (name == "07_hopper") out << '\n' << fsemu::wgmma_m64nNk16_layout_report(16);
+    out << "\n(probed from emu/include/fsemu/model/tensor_core.hpp, the emulator's reading of the "
+           "PTX ISA's\nfragment tables; emu/include/fsemu/layout.hpp says how)\n";
+    return kExitOk;
+  }
+  out << "fragment layouts are not part of " << name << "'s lesson.\n"
+      << "Stages 00 and 01 use no tensor cores; 02 to 05 reach them through WMMA, whose\n"
+         "fragment layout the API keeps opaque (a kernel may not depend on which lane holds\n"
+         "which element). 06_registers (mma.sync m16n8k16) and 07_hopper (also wgmma\n"
+         "m64nNk16) address fragments lane by lane: their runners print the layouts with\n"
+         "--emulate --layout.\n";
+  return kExitOk;
+}
+
+#else
 
 void print_resources(const Stage& stage, const Problem& p, const DeviceInfo& dev,
                      std::ostream& out) {
@@ -83,8 +168,45 @@ void print_resources(const Stage& stage, const Problem& p, const DeviceInfo& dev
   }
 }
 
+// `--emulate` in the GPU build: exec stages/emulated/<this runner> with the same arguments.
+// Returns only when that cannot be done (the exit code, after a refusal).
+int exec_emulated(int argc, const char* const* argv, std::string_view stage, std::ostream& err) {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) {
+    err << refusal(stage, "--emulate: cannot find this runner's own path (/proc/self/exe: " +
+                              ec.message() + ")")
+        << '\n';
+    return kExitNoDevice;
+  }
+  const std::filesystem::path emulated = self.parent_path() / "emulated" / self.filename();
+  const std::string how = "configure with -DFLASHSTEPS_EMULATION=ON (the default) and build it (" +
+                          self.filename().string() + "_emulated, or the whole build)";
+  if (!std::filesystem::exists(emulated, ec)) {
+    err << refusal(stage, "--emulate runs the emulated build of this runner, " + emulated.string() +
+                              ", which does not exist; " + how)
+        << '\n';
+    return kExitNoDevice;
+  }
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i)
+    args.push_back(const_cast<char*>(argv[i]));
+  args.push_back(nullptr);
+  execv(emulated.c_str(), args.data());
+  const int e = errno;
+  err << refusal(stage, "--emulate: cannot run " + emulated.string() + ": " + std::strerror(e) +
+                            "; " + how)
+      << '\n';
+  return kExitNoDevice;
+}
+
+#endif
+
 int run(const RunnerOptions& opt, Stage& stage, std::ostream& out, std::ostream& err) {
   const Problem& p = opt.problem;
+#ifdef FLASHSTEPS_EMULATED_BUILD
+  if (opt.layout) return print_layout(stage, out);
+#endif
   if (Support s = stage.supports_problem(p); !s) {
     err << refusal(stage.name(), s.reason) << '\n';
     return kExitNoDevice;
@@ -95,7 +217,7 @@ int run(const RunnerOptions& opt, Stage& stage, std::ostream& out, std::ostream&
     err << refusal(stage.name(), no_device_reason(stage, why)) << '\n';
     return kExitNoDevice;
   }
-  out << "gpu      " << dev->summary() << '\n';
+  out << (kEmulatedBuild ? "device   " : "gpu      ") << dev->summary() << '\n';
   out << "stage    " << stage.name() << " — " << stage.title() << '\n';
   out << "problem  " << p.name() << "  (B=" << p.batch << " H=" << p.heads << " Sq=" << p.seq_q
       << " Skv=" << p.seq_kv << " D=" << p.head_dim << " scale=" << p.softmax_scale() << ")\n";
@@ -112,10 +234,25 @@ int run(const RunnerOptions& opt, Stage& stage, std::ostream& out, std::ostream&
   auto launch = [&](cudaStream_t s) { stage.launch(p, dt.args(), s); };
 
   int rc = kExitOk;
+#ifdef FLASHSTEPS_EMULATED_BUILD
+  // The launch runs the kernels to completion on the CPU; a fault (an access out of bounds, an
+  // instruction used against the ISA's rules) or a deadlock fails it with the emulator's report.
+  dt.poison(stream);
+  try {
+    launch(stream);
+    FS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  } catch (const std::exception& e) {
+    out << "check    FAIL: the launch failed on the emulator: " << e.what() << '\n';
+    out << kEmulatedMeaning;
+    return kExitCheckFailed;
+  }
+  if (opt.check_heads > 0) {
+#else
   if (opt.check_heads > 0) {
     dt.poison(stream);
     launch(stream);
     FS_CUDA_CHECK(cudaStreamSynchronize(stream));
+#endif
     const auto heads = sample_heads(p, opt.check_heads);
     const Reference exact = reference_attention(in, heads, RefPrecision::exact);
     const Reference same = reference_attention(in, heads, RefPrecision::same_precision);
@@ -124,9 +261,13 @@ int run(const RunnerOptions& opt, Stage& stage, std::ostream& out, std::ostream&
     out << "check    " << c.summary << '\n';
     if (!c.pass) rc = kExitCheckFailed;
   } else {
-    out << "check    skipped (--check-heads 0)\n";
+    out << "check    skipped (--check-heads 0)"
+        << (kEmulatedBuild ? "; the launch ran to completion on the emulator" : "") << '\n';
   }
 
+#ifdef FLASHSTEPS_EMULATED_BUILD
+  out << kEmulatedMeaning;
+#else
   L2Flusher flusher(*dev);
   const TimingStats t = summarize(time_launches(launch, stream, flusher, opt.warmup, opt.iters));
   const double tflops = p.flops() / (t.median_ms * 1e-3) / 1e12;
@@ -144,6 +285,7 @@ int run(const RunnerOptions& opt, Stage& stage, std::ostream& out, std::ostream&
   }
   out << '\n';
   print_resources(stage, p, *dev, out);
+#endif
   FS_CUDA_CHECK(cudaStreamDestroy(stream));
   return rc;
 }
@@ -151,6 +293,13 @@ int run(const RunnerOptions& opt, Stage& stage, std::ostream& out, std::ostream&
 }  // namespace
 
 int runner_main(int argc, const char* const* argv, Stage& stage) {
+#ifndef FLASHSTEPS_EMULATED_BUILD
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--") break;
+    if (std::string_view(argv[i]) == "--emulate")
+      return exec_emulated(argc, argv, stage.name(), std::cerr);
+  }
+#endif
   RunnerOptions opt;
   if (auto code =
           parse_runner_cli(argc, argv, stage.name(), stage.title(), &opt, std::cout, std::cerr)) {

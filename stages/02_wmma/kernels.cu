@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(WmmaTraits<D>::kThreads)
     scores_kernel(const T* __restrict__ q, const T* __restrict__ k, float* __restrict__ s,
                   Shape sh) {
   using Tile = WmmaTraits<D>;
-  extern __shared__ __align__(128) unsigned char smem[];
+  FS_DYNAMIC_SHARED(__align__(128) unsigned char, smem);
   T* qs = reinterpret_cast<T*>(smem);                  // (Br, D) tile of Q, pitch D + 8
   T* ks = reinterpret_cast<T*>(smem + Tile::kQBytes);  // (Bc, D) tile of K, pitch D + 8
   float* ss = reinterpret_cast<float*>(smem);  // (Br, Bc) fp32 S, pitch Bc + 4; aliases qs, ks
@@ -196,7 +196,7 @@ template <class T, int D, bool kCausal>
 __global__ void __launch_bounds__(WmmaTraits<D>::kThreads)
     pv_kernel(const T* __restrict__ p, const T* __restrict__ v, T* __restrict__ o, Shape sh) {
   using Tile = WmmaTraits<D>;
-  extern __shared__ __align__(128) unsigned char smem[];
+  FS_DYNAMIC_SHARED(__align__(128) unsigned char, smem);
   T* ps = reinterpret_cast<T*>(smem);                  // (Br, Bk) chunk of P, pitch Bk + 8
   T* vs = reinterpret_cast<T*>(smem + Tile::kPBytes);  // (Bk, D) chunk of V, pitch D + 8
   float* os = reinterpret_cast<float*>(smem);  // (Br, D) fp32 O, pitch D + 4; aliases ps, vs

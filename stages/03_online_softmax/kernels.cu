@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(OnlineSoftmaxTraits<kD>::kThreads)
   constexpr int kLdQ = Tile::kLdQ, kLdKV = Tile::kLdKV, kLdS = Tile::kLdS, kLdP = Tile::kLdP,
                 kLdO = Tile::kLdO;
 
-  extern __shared__ __align__(128) unsigned char smem[];
+  FS_DYNAMIC_SHARED(__align__(128) unsigned char, smem);
   T* sQ = reinterpret_cast<T*>(smem + Tile::kOffQ);          // (Br, D) dtype: Q_i
   T* sKV = reinterpret_cast<T*>(smem + Tile::kOffKV);        // (Bc, D) dtype: K_j, then V_j
   float* sS = reinterpret_cast<float*>(smem + Tile::kOffS);  // (Br, Bc) fp32: raw S_ij

@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
   constexpr int kLdQ = Tile::kLdQ, kLdKV = Tile::kLdKV, kLdS = Tile::kLdS, kLdP = Tile::kLdP,
                 kLdO = Tile::kLdO;
 
-  extern __shared__ __align__(128) unsigned char smem[];
+  FS_DYNAMIC_SHARED(__align__(128) unsigned char, smem);
   T* sQ = reinterpret_cast<T*>(smem + Tile::kOffQ);          // (Br, D) dtype: Q_i
   float* sS = reinterpret_cast<float*>(smem + Tile::kOffS);  // (Br, Bc) fp32: raw S_ij
   T* sP = reinterpret_cast<T*>(smem + Tile::kOffP);          // (Br, Bc) dtype: P_ij

@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocksPerSm)
   constexpr int kStages = Tile::Stages;
   constexpr int kQK = Tile::kQK, kSN = Tile::kSN, kPK = Tile::kPK, kON = Tile::kON;
 
-  extern __shared__ __align__(1024) unsigned char smem[];
+  FS_DYNAMIC_SHARED(__align__(1024) unsigned char, smem);
   T* sQ = reinterpret_cast<T*>(smem + Tile::kOffQ);  // (Br, D) dtype, swizzled: Q_i, then O_i / l
   // Stage s of the ring: K (Bc, D) dtype, then V (Bc, D) dtype, both swizzled.
   auto stage_k = [&](int s) {

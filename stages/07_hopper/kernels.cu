@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
   constexpr int kColBlocks = Tile::kColBlocks, kBlockCols = Tile::kBlockCols;
   constexpr int kRows = Tile::kConsumerRows;  // 64 query rows per consumer warpgroup
 
-  extern __shared__ unsigned char smem_raw[];
+  FS_DYNAMIC_SHARED(unsigned char, smem_raw);
   // Round the base up to 1024 bytes: swizzle atoms, TMA's 128B-swizzled boxes and the wgmma
   // descriptors (base offset 0) all assume it. kSmemBytes includes the slack.
   unsigned char* smem = smem_raw + ((1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -598,6 +598,9 @@ void set_smem_limit() {
   // setmaxnreg only moves registers the block already holds: the consumers' .inc waits until the
   // producer's .dec has returned enough, so a build that allocated fewer registers per thread
   // than the budgets add up to would hang at the first launch. Refuse it here instead.
+  // (Not under the CPU emulator: it has no register file and reports 0 registers; its
+  // setmaxnreg checks the counts it is given against each other instead.)
+#if !defined(FLASHSTEPS_EMULATE)
   cudaFuncAttributes attr{};
   FS_CUDA_CHECK(cudaFuncGetAttributes(&attr, fused_attention_kernel<T, Tile, kCausal>));
   constexpr int kBudget =
@@ -607,6 +610,7 @@ void set_smem_limit() {
                     " registers per thread, fewer than the setmaxnreg budgets need (" +
                     std::to_string(kBudget) + " per block)");
   }
+#endif
 }
 
 template <class T, int kD, bool kCausal>

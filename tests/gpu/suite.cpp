@@ -90,7 +90,8 @@ TEST_CASE("the stage supports the contract's minimum: D 64 and 128, fp16 and bf1
 }
 
 TEST_CASE("ragged tails, Sq == Skv") {
-  for (std::int64_t s : {1, 17, 127, 129, 1000})
+  for (std::int64_t s :
+       {std::int64_t{1}, std::int64_t{17}, std::int64_t{127}, std::int64_t{129}, kLongSeq})
     for (std::int64_t d : {64, 128})
       for (DType t : kDtypes)
         for (bool causal : {false, true})
@@ -98,8 +99,8 @@ TEST_CASE("ragged tails, Sq == Skv") {
 }
 
 TEST_CASE("Sq != Skv both ways; causal Sq > Skv has rows that see no key") {
-  const std::pair<std::int64_t, std::int64_t> shapes[] = {{17, 129}, {129, 17},   {1, 1000},
-                                                          {1000, 1}, {127, 1000}, {1000, 127}};
+  const std::pair<std::int64_t, std::int64_t> shapes[] = {
+      {17, 129}, {129, 17}, {1, kLongSeq}, {kLongSeq, 1}, {127, kLongSeq}, {kLongSeq, 127}};
   for (auto [sq, skv] : shapes)
     for (std::int64_t d : {64, 128})
       for (DType t : kDtypes)

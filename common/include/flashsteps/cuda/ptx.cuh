@@ -35,6 +35,10 @@
 #include <cstdint>
 #include <type_traits>
 
+#if defined(FLASHSTEPS_EMULATE)
+#include "fsemu/ptx.hpp"  // the CPU emulator's instruction models (emu/README.md)
+#endif
+
 namespace flashsteps::ptx {
 
 //! [ptx]
@@ -50,9 +54,13 @@ __device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
 /// (16 contiguous bytes, 16-byte aligned); r[m] receives row lane/4, elements 2*(lane%4) and
 /// 2*(lane%4)+1 of matrix m.
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
+#if defined(FLASHSTEPS_EMULATE)
+  fsemu::ptx::ldmatrix(4, false, r, addr);
+#else
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
+#endif
 }
 
 /// PTX ISA 9.7.14.5.15, "Warp-level matrix load instruction: ldmatrix", with .trans:
@@ -61,9 +69,13 @@ __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t
 /// 2*(lane%4)+1 of matrix m. Loads a B operand from a (k, n) row-major tile (V) without a
 /// transpose in memory.
 __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], std::uint32_t addr) {
+#if defined(FLASHSTEPS_EMULATE)
+  fsemu::ptx::ldmatrix(4, true, r, addr);
+#else
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
+#endif
 }
 
 /// PTX ISA 9.7.14.5.14, "Multiply-and-Accumulate Instruction: mma" (fragments: 9.7.14.5.8):
@@ -76,6 +88,9 @@ __device__ __forceinline__ void mma_m16n8k16(float (&acc)[4], const std::uint32_
                                              const std::uint32_t (&b)[2]) {
   static_assert(std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>,
                 "mma.m16n8k16 with fp32 accumulation takes fp16 or bf16 operands");
+#if defined(FLASHSTEPS_EMULATE)
+  fsemu::ptx::mma_m16n8k16(std::is_same_v<T, __nv_bfloat16>, acc, a, b);
+#else
   if constexpr (std::is_same_v<T, __half>) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
@@ -89,6 +104,7 @@ __device__ __forceinline__ void mma_m16n8k16(float (&acc)[4], const std::uint32_
         : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   }
+#endif
 }
 
 /// PTX ISA 9.7.3.21, "Floating Point Instructions: ex2":  ex2.approx.ftz.f32 d, a;
@@ -97,9 +113,13 @@ __device__ __forceinline__ void mma_m16n8k16(float (&acc)[4], const std::uint32_
 /// results; a softmax weight below 2^-126 next to the row maximum's weight of 1 is lost in the fp32
 /// sum anyway. (CCCL's cuda::ptx has no ex2.)
 __device__ __forceinline__ float ex2_approx_ftz(float x) {
+#if defined(FLASHSTEPS_EMULATE)
+  return fsemu::ptx::ex2_approx_ftz(x);
+#else
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
+#endif
 }
 //! [ptx]
 
@@ -155,7 +175,9 @@ __device__ __forceinline__ std::uint64_t wgmma_desc_sw128(std::uint32_t smem_byt
 /// shared-memory accesses before the wgmma.mma_async that follow. Needed before the first wgmma
 /// of a batch whenever its registers were touched by ordinary instructions in between.
 __device__ __forceinline__ void wgmma_fence() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if defined(FLASHSTEPS_EMULATE)
+  fsemu::ptx::wgmma_fence();
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #else
   __trap();
@@ -165,7 +187,9 @@ __device__ __forceinline__ void wgmma_fence() {
 /// PTX ISA 9.7.15.6.2, "wgmma.commit_group":  wgmma.commit_group.sync.aligned;
 /// Closes a group of this warpgroup's outstanding wgmma.mma_async operations.
 __device__ __forceinline__ void wgmma_commit_group() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if defined(FLASHSTEPS_EMULATE)
+  fsemu::ptx::wgmma_commit_group();
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 #else
   __trap();
@@ -181,7 +205,9 @@ __device__ __forceinline__ void wgmma_commit_group() {
 template <int kN>
 __device__ __forceinline__ void wgmma_wait_group() {
   static_assert(kN >= 0 && kN <= 7, "wgmma.wait_group takes an immediate 0..7");
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if defined(FLASHSTEPS_EMULATE)
+  fsemu::ptx::wgmma_wait_group(kN);
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kN) : "memory");
 #else
   __trap();
@@ -195,7 +221,11 @@ template <int kN>
 __device__ __forceinline__ void wgmma_fence_operand(float (&d)[kN]) {
 #pragma unroll
   for (int i = 0; i < kN; ++i)
+#if defined(FLASHSTEPS_EMULATE)
+    (void)d[i];
+#else
     asm volatile("" : "+f"(d[i])::"memory");
+#endif
 }
 template <int kN>
 __device__ __forceinline__ void wgmma_fence_operand(std::uint32_t (&r)[kN][4]) {
@@ -203,7 +233,11 @@ __device__ __forceinline__ void wgmma_fence_operand(std::uint32_t (&r)[kN][4]) {
   for (int i = 0; i < kN; ++i)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
+#if defined(FLASHSTEPS_EMULATE)
+      (void)r[i][e];
+#else
       asm volatile("" : "+r"(r[i][e])::"memory");
+#endif
 }
 
 /// PTX ISA 9.7.15.5.2, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate: wgmma.mma_async",
@@ -218,7 +252,10 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], std::uint64_
                                                     std::uint64_t desc_b, int scale_d) {
   static_assert(std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>,
                 "wgmma with fp32 accumulation takes fp16 or bf16 operands here");
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if defined(FLASHSTEPS_EMULATE)
+  fsemu::ptx::wgmma(std::is_same_v<T, __nv_bfloat16>, 128, d, desc_a, nullptr, desc_b, false,
+                    scale_d);
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define FS_WGMMA_SS(TY)                                                                            \
   asm volatile(                                                                                    \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                 \
@@ -264,7 +301,9 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[32], const std::ui
                                                    std::uint64_t desc_b, int scale_d) {
   static_assert(std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>,
                 "wgmma with fp32 accumulation takes fp16 or bf16 operands here");
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if defined(FLASHSTEPS_EMULATE)
+  fsemu::ptx::wgmma(std::is_same_v<T, __nv_bfloat16>, 64, d, 0, a, desc_b, true, scale_d);
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define FS_WGMMA_RS(TY)                                                                            \
   asm volatile(                                                                                    \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                 \
@@ -303,7 +342,9 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const std::u
                                                     std::uint64_t desc_b, int scale_d) {
   static_assert(std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>,
                 "wgmma with fp32 accumulation takes fp16 or bf16 operands here");
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if defined(FLASHSTEPS_EMULATE)
+  fsemu::ptx::wgmma(std::is_same_v<T, __nv_bfloat16>, 128, d, 0, a, desc_b, true, scale_d);
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define FS_WGMMA_RS(TY)                                                                            \
   asm volatile(                                                                                    \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                                 \
@@ -345,7 +386,9 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const std::u
 template <int kRegs>
 __device__ __forceinline__ void setmaxnreg_inc() {
   static_assert(kRegs % 8 == 0 && kRegs >= 24 && kRegs <= 256, "setmaxnreg: 24..256, step 8");
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if defined(FLASHSTEPS_EMULATE)
+  fsemu::ptx::setmaxnreg(true, kRegs);
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 #else
   __trap();
@@ -357,7 +400,9 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 template <int kRegs>
 __device__ __forceinline__ void setmaxnreg_dec() {
   static_assert(kRegs % 8 == 0 && kRegs >= 24 && kRegs <= 256, "setmaxnreg: 24..256, step 8");
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if defined(FLASHSTEPS_EMULATE)
+  fsemu::ptx::setmaxnreg(false, kRegs);
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 #else
   __trap();
@@ -369,13 +414,21 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 /// have arrived with bar.sync or bar.arrive; the bar.sync callers wait for that. (sm_70+; CUDA
 /// has no intrinsic that takes the thread count.)
 __device__ __forceinline__ void named_barrier_sync(int id, int n) {
+#if defined(FLASHSTEPS_EMULATE)
+  fsemu::bar_sync(id, n, "bar.sync (named barrier)");
+#else
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+#endif
 }
 
 /// PTX ISA 9.7.12.1, "bar, barrier":  bar.arrive id, n;
 /// Counts this warp's threads as arrived at named barrier `id` without waiting.
 __device__ __forceinline__ void named_barrier_arrive(int id, int n) {
+#if defined(FLASHSTEPS_EMULATE)
+  fsemu::bar_arrive(id, n, "bar.arrive (named barrier)");
+#else
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+#endif
 }
 //! [ptx_hopper]
 

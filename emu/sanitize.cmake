@@ -1,0 +1,1 @@
+# Sanitizer builds of the emulated stages: added with them (emu/README.md, "Limits").

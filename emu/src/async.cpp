@@ -1,0 +1,368 @@
+// emu/src/async.cpp — cp.async groups, mbarriers, TMA and the proxy fence (fsemu/async.hpp), over
+// the models of fsemu/model/mbarrier.hpp and fsemu/model/tma.hpp; and the end-of-thread and
+// end-of-block checks that nothing is left in flight.
+#include "fsemu/async.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "fsemu/model/tma.hpp"
+#include "sanitize.hpp"
+#include "state.hpp"
+
+namespace fsemu {
+namespace {
+
+constexpr std::uint8_t kPoison = 0xFF;                     // NaN in fp16, bf16 and fp32
+constexpr std::uint64_t kTagBase = 0x6d62617200000000ULL;  // "mbar" + the shared address
+
+std::string hex(std::uint64_t v) {
+  return "0x" + model::SharedWindow::hex(v);
+}
+
+std::uint64_t tag(std::uint32_t addr) {
+  return kTagBase | addr;
+}
+
+std::vector<std::uint8_t>& async_view() {
+  BlockExtra& b = block_extra();
+  model::SharedWindow& w = shared_window();
+  // Created with the block's poisoned window: nothing written yet, by either proxy.
+  if (b.async_view.empty()) {
+    sanitize::Bookkeeping whole_window;
+    b.async_view.assign(w.base, w.base + w.size);
+  }
+  return b.async_view;
+}
+
+// TSan happens-before edges of an mbarrier (sanitize.hpp), at addresses inside its MBar: an
+// arrival in a phase of parity p releases sync(b, p), a wait that sees that phase complete
+// acquires it; issuing a copy that completes on it releases sync(b, 2), and whoever lands the
+// copy acquires that first and releases the phase's after (the landing's writes happen before
+// the waiter's reads).
+const char* sync(const MBar& b, std::uint32_t i) {
+  return reinterpret_cast<const char*>(&b) + i;
+}
+
+void land(const PendingCopy& c) {
+  std::memcpy(c.dst, c.src, c.src_bytes);
+  std::memset(c.dst + c.src_bytes, 0, c.bytes - c.src_bytes);
+}
+
+MBar& mbar(std::uint64_t* p, const char* what) {
+  const std::uint32_t a = shared_address(p, what);
+  auto& bars = block_extra().bars;
+  const auto it = bars.find(a);
+  if (it == bars.end() || !it->second.m.initialized())
+    fault(std::string(what) + ": the mbarrier at shared " + hex(a) + " was never initialized");
+  if (*p != tag(a))
+    fault(std::string(what) + ": the mbarrier at shared " + hex(a) +
+          " was overwritten by an ordinary store since mbarrier.init");
+  return it->second;
+}
+
+// Lands everything that completes on `b` (copies whose completion it tracks), as late as the
+// rules allow: when someone waits on it.
+void settle(MBar& b) {
+  const bool landing = !b.loads.empty() || !b.arrivals.empty();
+  if (landing) sanitize::acquire(sync(b, 2));
+  const std::uint32_t parity = b.m.phase() & 1;
+  model::SharedWindow& w = shared_window();
+  std::vector<std::uint8_t>& view = async_view();
+  std::vector<PendingTma> loads = std::move(b.loads);
+  b.loads.clear();
+  for (const PendingTma& l : loads) {
+    const std::uint32_t bytes =
+        model::tma_load_tile(model::decode(l.map.data()), l.coords, w, l.dst);
+    sanitize::IgnoreAccesses bookkeeping;
+    std::memcpy(view.data() + l.dst, w.base + l.dst, bytes);  // written by the async proxy
+    b.m.complete_tx(bytes);
+  }
+  std::vector<CopyArrival> arrivals = std::move(b.arrivals);
+  b.arrivals.clear();
+  for (const CopyArrival& a : arrivals) {
+    land_copies(*a.owner, a.upto);
+    if (a.noinc) b.m.arrive(1);
+  }
+  if (landing) sanitize::release(sync(b, parity));
+}
+
+}  // namespace
+
+void land_copies(ThreadExtra& t, std::uint64_t upto) {
+  std::vector<PendingCopy> keep;
+  for (const PendingCopy& c : t.copies) {
+    if (upto == 0 || c.id <= upto)
+      land(c);
+    else
+      keep.push_back(c);
+  }
+  t.copies = std::move(keep);
+}
+
+ThreadExtra* new_thread_extra() {
+  return new ThreadExtra;
+}
+void delete_thread_extra(ThreadExtra* t) {
+  delete t;
+}
+BlockExtra* new_block_extra() {
+  return new BlockExtra;
+}
+void delete_block_extra(BlockExtra* b) {
+  delete b;
+}
+
+void on_thread_exit(ThreadExtra* t) {
+  if (!t) return;
+  // Copies an mbarrier arrival tracks land when that barrier is waited on; any other copy the
+  // thread issued and never waited for is a bug (its destination may be read or reused).
+  std::size_t tracked_upto = 0;
+  for (auto& [addr, b] : block_extra().bars)
+    for (const CopyArrival& a : b.arrivals)
+      if (a.owner == t) tracked_upto = std::max<std::size_t>(tracked_upto, a.upto);
+  std::size_t untracked = 0;
+  for (const PendingCopy& c : t->copies)
+    if (c.id > tracked_upto) ++untracked;
+  if (untracked)
+    fault("the thread exits with " + std::to_string(untracked) +
+          " cp.async copies it never waited for (no cp.async.wait_group or mbarrier covers them)");
+  if (!t->stores.empty())
+    fault("the thread exits with " + std::to_string(t->stores.size()) +
+          " TMA stores whose shared-memory source it never waited to be read "
+          "(cp.async.bulk.wait_group.read)");
+  if (!t->mmas.empty())
+    fault("the thread exits with " + std::to_string(t->mmas.size()) +
+          " wgmma.mma_async results it never waited for (wgmma.wait_group)");
+}
+
+void on_block_exit() {
+  for (auto& [addr, b] : block_extra().bars) {
+    if (!b.loads.empty())
+      fault("the block ends with " + std::to_string(b.loads.size()) +
+            " TMA loads into shared memory that nobody waited for (mbarrier at shared " +
+            hex(addr) + ")");
+    if (!b.arrivals.empty())
+      fault("the block ends with cp.async copies whose mbarrier (shared " + hex(addr) +
+            ") nobody waited on");
+  }
+}
+
+namespace async {
+
+void cp_async(void* dst, const void* src, std::size_t bytes, std::size_t src_bytes) {
+  const std::uint32_t a = shared_address(dst, "cp.async (destination)");
+  if (bytes != 4 && bytes != 8 && bytes != 16)
+    fault("cp.async copies 4, 8 or 16 bytes, not " + std::to_string(bytes));
+  if (src_bytes > bytes)
+    fault("cp.async: src-size " + std::to_string(src_bytes) + " exceeds cp-size " +
+          std::to_string(bytes));
+  if (a % bytes != 0 || reinterpret_cast<std::uintptr_t>(src) % bytes != 0)
+    fault("cp.async of " + std::to_string(bytes) + " bytes: source or destination is not " +
+          std::to_string(bytes) + "-byte aligned (shared " + hex(a) + ")");
+  shared_window().check(a, static_cast<std::uint32_t>(bytes), "cp.async (destination)");
+  ThreadExtra& t = thread_extra();
+  auto* d = static_cast<std::uint8_t*>(dst);
+  std::memset(d, kPoison, bytes);  // until it lands
+  t.copies.push_back(PendingCopy{t.next_copy++, d, static_cast<const std::uint8_t*>(src),
+                                 static_cast<std::uint32_t>(bytes),
+                                 static_cast<std::uint32_t>(src_bytes), -1});
+}
+
+void commit_group() {
+  ThreadExtra& t = thread_extra();
+  for (PendingCopy& c : t.copies)
+    if (c.group < 0) c.group = t.cp_groups;
+  ++t.cp_groups;
+}
+
+void wait_group(int n) {
+  ThreadExtra& t = thread_extra();
+  const int done_below = t.cp_groups - n;
+  std::vector<PendingCopy> keep;
+  for (const PendingCopy& c : t.copies) {
+    if (c.group >= 0 && c.group < done_below)
+      land(c);
+    else
+      keep.push_back(c);
+  }
+  t.copies = std::move(keep);
+}
+
+void cp_async_mbarrier_arrive(std::uint64_t* bar, bool noinc) {
+  MBar& b = mbar(bar, "cp.async.mbarrier.arrive");
+  ThreadExtra& t = thread_extra();
+  b.arrivals.push_back(CopyArrival{&t, t.next_copy - 1, noinc});
+  sanitize::release(sync(b, 2));
+}
+
+void mbarrier_init(std::uint64_t* bar, std::uint32_t count) {
+  const std::uint32_t a = shared_address(bar, "mbarrier.init");
+  if (a % 8 != 0)
+    fault("mbarrier.init: the mbarrier at shared " + hex(a) + " is not 8-byte aligned");
+  MBar& b = block_extra().bars[a];
+  b = MBar{};
+  b.m.init(count);
+  *bar = tag(a);
+}
+
+std::uint64_t mbarrier_arrive(std::uint64_t* bar, std::uint32_t count) {
+  MBar& b = mbar(bar, "mbarrier.arrive");
+  sanitize::release(sync(b, b.m.phase() & 1));
+  return b.m.arrive(count);
+}
+
+std::uint64_t mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
+  MBar& b = mbar(bar, "mbarrier.arrive.expect_tx");
+  sanitize::release(sync(b, b.m.phase() & 1));
+  return b.m.arrive_expect_tx(bytes);
+}
+
+void mbarrier_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
+  mbar(bar, "mbarrier.expect_tx").m.expect_tx(bytes);
+}
+
+namespace {
+std::string waiting_on(std::uint64_t* bar, const MBar& b, const std::string& for_what) {
+  return "waits on the mbarrier at shared " + hex(shared_address(bar, "mbarrier")) + " " +
+         for_what + ": " + b.m.describe() +
+         (b.loads.empty() ? "" : ", " + std::to_string(b.loads.size()) + " TMA loads in flight");
+}
+}  // namespace
+
+bool mbarrier_try_wait_parity(std::uint64_t* bar, std::uint32_t parity) {
+  MBar& b = mbar(bar, "mbarrier.try_wait.parity");
+  wait_until(
+      [&b, parity] {
+        settle(b);
+        return b.m.test_wait_parity(parity);
+      },
+      [bar, &b, parity] {
+        return waiting_on(bar, b, "for the phase of parity " + std::to_string(parity));
+      });
+  sanitize::acquire(sync(b, parity));
+  return true;
+}
+
+bool mbarrier_test_wait_parity(std::uint64_t* bar, std::uint32_t parity) {
+  MBar& b = mbar(bar, "mbarrier.test_wait.parity");
+  settle(b);
+  if (b.m.test_wait_parity(parity)) {
+    sanitize::acquire(sync(b, parity));
+    return true;
+  }
+  // Not yet: the caller polls again, so let the others run until the phase can have completed.
+  mbarrier_try_wait_parity(bar, parity);
+  return false;
+}
+
+bool mbarrier_try_wait(std::uint64_t* bar, std::uint64_t token) {
+  MBar& b = mbar(bar, "mbarrier.try_wait");
+  wait_until(
+      [&b, token] {
+        settle(b);
+        return b.m.test_wait(token);
+      },
+      [bar, &b] { return waiting_on(bar, b, "for the phase of its arrival token"); });
+  sanitize::acquire(sync(b, static_cast<std::uint32_t>(token & 1)));  // the token's phase
+  return true;
+}
+
+void mbarrier_inval(std::uint64_t* bar) {
+  mbar(bar, "mbarrier.inval").m.inval();
+}
+
+void fence_mbarrier_init() {
+  block_extra().mbarrier_init_fenced = true;
+}
+
+void tma_load(void* dst, const void* tensor_map, const std::int32_t* coords, int rank,
+              std::uint64_t* bar) {
+  const std::uint32_t a = shared_address(dst, "cp.async.bulk.tensor (destination)");
+  MBar& b = mbar(bar, "cp.async.bulk.tensor (its mbarrier)");
+  const model::TensorMap& map = model::decode(tensor_map);
+  if (rank != static_cast<int>(map.rank))
+    fault("cp.async.bulk.tensor." + std::to_string(rank) + "d with a tensor map of rank " +
+          std::to_string(map.rank));
+  PendingTma l{};
+  std::memcpy(l.map.data(), tensor_map, 128);
+  std::copy(coords, coords + rank, l.coords);
+  l.rank = rank;
+  l.dst = a;
+  // The box's bytes hold poison until the load lands.
+  const std::uint32_t bytes = static_cast<std::uint32_t>(map.box_bytes());
+  shared_window().check(a, bytes, "cp.async.bulk.tensor (destination box)");
+  std::memset(shared_window().base + a, kPoison, bytes);  // the load may write from now on
+  {
+    std::vector<std::uint8_t>& view = async_view();
+    sanitize::IgnoreAccesses bookkeeping;
+    std::memset(view.data() + a, kPoison, bytes);
+  }
+  b.loads.push_back(l);
+  sanitize::release(sync(b, 2));
+}
+
+void tma_store(const void* tensor_map, const std::int32_t* coords, int rank, const void* src) {
+  const std::uint32_t a = shared_address(src, "cp.async.bulk.tensor (source)");
+  const model::TensorMap& map = model::decode(tensor_map);
+  if (rank != static_cast<int>(map.rank))
+    fault("cp.async.bulk.tensor." + std::to_string(rank) + "d with a tensor map of rank " +
+          std::to_string(map.rank));
+  PendingStore s{};
+  std::memcpy(s.map.data(), tensor_map, 128);
+  std::copy(coords, coords + rank, s.coords);
+  s.rank = rank;
+  s.src = a;
+  s.group = -1;
+  thread_extra().stores.push_back(s);
+}
+
+void bulk_commit_group() {
+  ThreadExtra& t = thread_extra();
+  for (PendingStore& s : t.stores)
+    if (s.group < 0) s.group = t.bulk_groups;
+  ++t.bulk_groups;
+}
+
+void bulk_wait_group(int n, bool) {
+  ThreadExtra& t = thread_extra();
+  const int done_below = t.bulk_groups - n;
+  std::vector<PendingStore> keep;
+  for (const PendingStore& s : t.stores) {
+    if (s.group >= 0 && s.group < done_below) {
+      const model::TensorMap& map = model::decode(s.map.data());
+      check_async_proxy_read(s.src, static_cast<std::uint32_t>(map.box_bytes()),
+                             "cp.async.bulk.tensor (store source)");
+      model::tma_store_tile(map, s.coords, shared_window(), s.src);
+    } else {
+      keep.push_back(s);
+    }
+  }
+  t.stores = std::move(keep);
+}
+
+void fence_proxy_async_shared() {
+  model::SharedWindow& w = shared_window();
+  std::vector<std::uint8_t>& view = async_view();
+  sanitize::Bookkeeping whole_window;
+  std::memcpy(view.data(), w.base, std::min<std::size_t>(view.size(), w.size));
+}
+
+void check_async_proxy_read(std::uint32_t addr, std::uint32_t bytes, const char* what) {
+  model::SharedWindow& w = shared_window();
+  w.check(addr, bytes, what);
+  const std::vector<std::uint8_t>& view = async_view();
+  sanitize::read_range(w.base + addr, bytes);  // the async proxy reads the operand
+  const sanitize::IgnoreAccesses bookkeeping;  // ... and the emulator its copy of it
+  if (std::memcmp(view.data() + addr, w.base + addr, bytes) == 0) return;
+  std::uint32_t first = addr;
+  while (view[first] == w.base[first])
+    ++first;
+  fault(std::string(what) + " reads shared memory at " + hex(first) +
+        " that ordinary stores changed after the last fence.proxy.async: the async proxy is not "
+        "guaranteed to see them (PTX ISA, \"Proxies\" and fence.proxy.async)");
+}
+
+}  // namespace async
+}  // namespace fsemu

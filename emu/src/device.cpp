@@ -1,0 +1,392 @@
+// emu/src/device.cpp — the warp-synchronous intrinsics, WMMA and the tensor-core PTX of
+// flashsteps/cuda/ptx.cuh, as collective operations over the instruction models
+// (fsemu/model/tensor_core.hpp); and the checks made when a thread or block ends.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "fsemu/async.hpp"
+#include "fsemu/device.hpp"
+#include "fsemu/model/tensor_core.hpp"
+#include "fsemu/ptx.hpp"
+#include "fsemu/wmma.hpp"
+#include "state.hpp"
+
+namespace fsemu {
+namespace {
+
+constexpr std::uint32_t kFull = 0xffffffffu;
+const char* shuffle_name(ShuffleMode m) {
+  switch (m) {
+    case ShuffleMode::idx:
+      return "__shfl_sync (shfl.sync.idx)";
+    case ShuffleMode::up:
+      return "__shfl_up_sync (shfl.sync.up)";
+    case ShuffleMode::down:
+      return "__shfl_down_sync (shfl.sync.down)";
+    default:
+      return "__shfl_xor_sync (shfl.sync.bfly)";
+  }
+}
+
+std::string hex(std::uint64_t v) {
+  return "0x" + model::SharedWindow::hex(v);
+}
+
+}  // namespace
+
+std::uint64_t shuffle(ShuffleMode mode, std::uint32_t mask, std::uint64_t value, int operand,
+                      int width) {
+  struct Arg {
+    std::uint64_t value;
+    int operand, width;
+    std::uint64_t result;
+  } mine{value, operand, width, 0};
+  const char* what = shuffle_name(mode);
+  collective(Scope::warp, mask, what, mine, [&](Arg* const* a) {
+    for (int l = 0; l < 32; ++l) {
+      if (!a[l]) continue;
+      const int w = a[l]->width;
+      if (w <= 0 || w > 32 || (w & (w - 1)) != 0)
+        fault(std::string(what) + ": width " + std::to_string(w) +
+              " is not a power of two in 1..32");
+      const int seg = l / w * w, op = a[l]->operand;
+      int src = l;
+      switch (mode) {
+        case ShuffleMode::idx:
+          src = seg + ((op % w) + w) % w;
+          break;
+        case ShuffleMode::up:
+          src = l - op >= seg ? l - op : l;
+          break;
+        case ShuffleMode::down:
+          src = l + op < seg + w ? l + op : l;
+          break;
+        case ShuffleMode::bfly:
+          src = (l ^ op) / w == l / w ? l ^ op : l;
+          break;
+      }
+      if (!a[src])
+        fault(std::string(what) + ": lane " + std::to_string(l) + " reads lane " +
+              std::to_string(src) + ", which is not in the member mask " + hex(mask) +
+              " (its value is undefined)");
+      a[l]->result = a[src]->value;
+    }
+  });
+  return mine.result;
+}
+
+std::uint32_t vote(VoteMode mode, std::uint32_t mask, bool predicate) {
+  struct Arg {
+    bool p;
+    std::uint32_t result;
+  } mine{predicate, 0};
+  const char* what = mode == VoteMode::ballot ? "__ballot_sync"
+                     : mode == VoteMode::any  ? "__any_sync"
+                                              : "__all_sync";
+  collective(Scope::warp, mask, what, mine, [&](Arg* const* a) {
+    std::uint32_t ballot = 0;
+    for (int l = 0; l < 32; ++l)
+      if (a[l] && a[l]->p) ballot |= 1u << l;
+    const std::uint32_t r = mode == VoteMode::ballot ? ballot
+                            : mode == VoteMode::any  ? (ballot != 0)
+                                                     : (ballot == mask);
+    for (int l = 0; l < 32; ++l)
+      if (a[l]) a[l]->result = r;
+  });
+  return mine.result;
+}
+
+void syncwarp(std::uint32_t mask) {
+  int mine = 0;
+  collective(Scope::warp, mask, "__syncwarp", mine, [](int* const*) {});
+}
+
+long long clock_cycles() {
+  // A per-process counter: only differences matter (the watchdog), and a watchdog never fires
+  // here — a wait that cannot end is a deadlock the scheduler reports.
+  static long long t = 0;
+  return ++t;
+}
+
+// ---------------------------------------------------------------------------------------------
+// WMMA m16n16k16 (emu/shim/mma.h): lane l holds logical elements 8l .. 8l+7 (row-major).
+namespace wmma {
+namespace {
+
+int elem_bytes(Type t) {
+  return t == Type::f32 ? 4 : 2;
+}
+const char* use_name(Use u) {
+  return u == Use::a ? "matrix_a" : u == Use::b ? "matrix_b" : "accumulator";
+}
+float to_float(Type t, const void* p) {
+  if (t == Type::f32) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  std::uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return model::elem_to_float(t == Type::f16 ? model::Elem::f16 : model::Elem::bf16, bits);
+}
+
+struct MoveArg {
+  Use use;
+  Type type;
+  bool col_major;
+  void* x;
+  const void* p;
+  unsigned ldm;
+};
+
+// Checks the rules of "Warp Matrix Functions" and that every lane passed the same operands.
+void check_move(MoveArg* const* a, const char* what) {
+  for (int l = 1; l < 32; ++l)
+    if (a[l]->p != a[0]->p || a[l]->ldm != a[0]->ldm || a[l]->col_major != a[0]->col_major ||
+        a[l]->use != a[0]->use || a[l]->type != a[0]->type)
+      fault(
+          std::string(what) + ": lane " + std::to_string(l) +
+          " passes a different pointer, ldm or layout than lane 0 (all lanes must pass the same)");
+  const int eb = elem_bytes(a[0]->type);
+  if (reinterpret_cast<std::uintptr_t>(a[0]->p) % 32 != 0)
+    fault(std::string(what) + ": the pointer is not 256-bit (32-byte) aligned");
+  if (a[0]->ldm * eb % 16 != 0)
+    fault(std::string(what) + ": ldm " + std::to_string(a[0]->ldm) + " is not a multiple of " +
+          std::to_string(16 / eb) + " elements (16 bytes)");
+  if (a[0]->ldm < 16)
+    fault(std::string(what) + ": ldm " + std::to_string(a[0]->ldm) + " is less than 16");
+}
+
+std::size_t offset_of(const MoveArg& m, int idx) {
+  const int r = idx / 16, c = idx % 16;
+  return (m.col_major ? std::size_t(c) * m.ldm + r : std::size_t(r) * m.ldm + c) *
+         elem_bytes(m.type);
+}
+
+}  // namespace
+
+void load(Use use, Type type, bool col_major, void* x, const void* p, unsigned ldm) {
+  MoveArg mine{use, type, col_major, x, p, ldm};
+  collective(Scope::warp, kFull, "wmma::load_matrix_sync", mine, [&](MoveArg* const* a) {
+    check_move(a, "wmma::load_matrix_sync");
+    const int eb = elem_bytes(type);
+    for (int l = 0; l < 32; ++l)
+      for (int i = 0; i < kPerLane; ++i)
+        std::memcpy(static_cast<std::uint8_t*>(a[l]->x) + i * eb,
+                    static_cast<const std::uint8_t*>(p) + offset_of(*a[l], l * kPerLane + i), eb);
+  });
+  (void)use_name;
+}
+
+void store(Type type, bool col_major, const void* x, void* p, unsigned ldm) {
+  MoveArg mine{Use::acc, type, col_major, const_cast<void*>(x), p, ldm};
+  collective(Scope::warp, kFull, "wmma::store_matrix_sync", mine, [&](MoveArg* const* a) {
+    check_move(a, "wmma::store_matrix_sync");
+    const int eb = elem_bytes(type);
+    for (int l = 0; l < 32; ++l)
+      for (int i = 0; i < kPerLane; ++i)
+        std::memcpy(static_cast<std::uint8_t*>(p) + offset_of(*a[l], l * kPerLane + i),
+                    static_cast<const std::uint8_t*>(a[l]->x) + i * eb, eb);
+  });
+}
+
+void mma(Type ab, const void* a, const void* b, const float* c, float* d) {
+  struct Arg {
+    const void *a, *b;
+    const float* c;
+    float* d;
+  } mine{a, b, c, d};
+  collective(Scope::warp, kFull, "wmma::mma_sync", mine, [&](Arg* const* args) {
+    const int eb = elem_bytes(ab);
+    float A[16][16], B[16][16], D[16][16];
+    for (int l = 0; l < 32; ++l)
+      for (int i = 0; i < kPerLane; ++i) {
+        const int idx = l * kPerLane + i;
+        A[idx / 16][idx % 16] = to_float(ab, static_cast<const std::uint8_t*>(args[l]->a) + i * eb);
+        B[idx / 16][idx % 16] = to_float(ab, static_cast<const std::uint8_t*>(args[l]->b) + i * eb);
+        D[idx / 16][idx % 16] = args[l]->c[i];
+      }
+    for (int r = 0; r < 16; ++r)
+      for (int col = 0; col < 16; ++col) {
+        float acc = D[r][col];
+        for (int k = 0; k < 16; ++k)
+          acc += A[r][k] * B[k][col];
+        D[r][col] = acc;
+      }
+    for (int l = 0; l < 32; ++l)
+      for (int i = 0; i < kPerLane; ++i) {
+        const int idx = l * kPerLane + i;
+        args[l]->d[i] = D[idx / 16][idx % 16];
+      }
+  });
+}
+
+}  // namespace wmma
+
+// ---------------------------------------------------------------------------------------------
+// flashsteps/cuda/ptx.cuh
+namespace ptx {
+
+void ldmatrix(int count, bool trans, std::uint32_t* r, std::uint32_t addr) {
+  struct Arg {
+    int count;
+    bool trans;
+    std::uint32_t* r;
+    std::uint32_t addr;
+  } mine{count, trans, r, addr};
+  collective(Scope::warp, kFull, trans ? "ldmatrix.trans" : "ldmatrix", mine, [&](Arg* const* a) {
+    std::uint32_t addrs[32], out[32][4] = {};
+    for (int l = 0; l < 32; ++l) {
+      if (a[l]->count != count) fault("ldmatrix: lanes disagree on the number of matrices");
+      addrs[l] = a[l]->addr;
+    }
+    model::ldmatrix(shared_window(), count, trans, addrs, out);
+    for (int l = 0; l < 32; ++l)
+      for (int m = 0; m < count; ++m)
+        a[l]->r[m] = out[l][m];
+  });
+}
+
+void mma_m16n8k16(bool bf16, float* acc, const std::uint32_t* a, const std::uint32_t* b) {
+  struct Arg {
+    float* acc;
+    const std::uint32_t *a, *b;
+  } mine{acc, a, b};
+  collective(Scope::warp, kFull, bf16 ? "mma.sync.m16n8k16.bf16" : "mma.sync.m16n8k16.f16", mine,
+             [&](Arg* const* args) {
+               std::uint32_t A[32][4], B[32][2];
+               float C[32][4];
+               for (int l = 0; l < 32; ++l) {
+                 std::memcpy(A[l], args[l]->a, sizeof(A[l]));
+                 std::memcpy(B[l], args[l]->b, sizeof(B[l]));
+                 std::memcpy(C[l], args[l]->acc, sizeof(C[l]));
+               }
+               model::mma_m16n8k16(bf16 ? model::Elem::bf16 : model::Elem::f16, A, B, C);
+               for (int l = 0; l < 32; ++l)
+                 std::memcpy(args[l]->acc, C[l], sizeof(C[l]));
+             });
+}
+
+float ex2_approx_ftz(float x) {
+  // .ftz: a subnormal input is +-0 and a subnormal result +0. The hardware's result is within
+  // the ISA's stated error of 2^x; the emulator returns the correctly rounded value.
+  if (std::fpclassify(x) == FP_SUBNORMAL) x = 0.0f;
+  const float y = std::exp2(x);
+  return std::fpclassify(y) == FP_SUBNORMAL ? 0.0f : y;
+}
+
+void wgmma_fence() {
+  thread_extra().wgmma_fenced = true;
+}
+
+void wgmma_commit_group() {
+  ThreadExtra& t = thread_extra();
+  for (PendingMma& m : t.mmas)
+    if (m.group < 0) m.group = t.wgmma_groups;
+  ++t.wgmma_groups;
+}
+
+void wgmma_wait_group(int n) {
+  ThreadExtra& t = thread_extra();
+  const int done_below = t.wgmma_groups - n;  // groups < this have completed
+  std::vector<PendingMma> keep;
+  for (PendingMma& m : t.mmas) {
+    if (m.group >= 0 && m.group < done_below)
+      std::copy(m.result.begin(), m.result.end(), m.d);
+    else
+      keep.push_back(std::move(m));
+  }
+  t.mmas = std::move(keep);
+  t.wgmma_fenced = false;  // the registers are the thread's again: the next batch needs a fence
+}
+
+void wgmma(bool bf16, int n, float* d, std::uint64_t desc_a, const std::uint32_t* a_regs,
+           std::uint64_t desc_b, bool tnsp_b, int scale_d) {
+  ThreadExtra& self_extra = thread_extra();
+  if (!self_extra.wgmma_fenced)
+    fault(
+        "wgmma.mma_async without a wgmma.fence after this warpgroup's registers were last "
+        "accessed (PTX ISA, wgmma.fence: required before the first wgmma.mma_async and "
+        "between a register access and a wgmma.mma_async using those registers)");
+  struct Arg {
+    float* d;
+    const std::uint32_t* a;
+    std::uint64_t da, db;
+    int n, scale;
+    bool bf16, tnsp_b;
+    ThreadExtra* extra;
+  } mine{d, a_regs, desc_a, desc_b, n, scale_d, bf16, tnsp_b, &self_extra};
+  collective(Scope::warpgroup, 0, "wgmma.mma_async", mine, [&](Arg* const* args) {
+    const int regs = n / 2;
+    for (int t = 1; t < 128; ++t)
+      if (args[t]->da != args[0]->da || args[t]->db != args[0]->db || args[t]->n != n ||
+          args[t]->scale != args[0]->scale || args[t]->bf16 != bf16 ||
+          (args[t]->a == nullptr) != (a_regs == nullptr))
+        fault("wgmma.mma_async: thread " + std::to_string(t) +
+              " of the warpgroup passes different descriptors, shape, type or scale-d than "
+              "thread 0 (they must agree)");
+    // Shared-memory operands are read through the async proxy.
+    const model::WgmmaDesc db = model::decode_wgmma_desc(desc_b);
+    for (int nn = 0; nn < n; ++nn)
+      for (int k = 0; k < 16; ++k)
+        async::check_async_proxy_read(model::wgmma_element_addr(db, tnsp_b, nn, k), 2,
+                                      "wgmma.mma_async (B operand)");
+    if (!a_regs) {
+      const model::WgmmaDesc dsc = model::decode_wgmma_desc(desc_a);
+      for (int m = 0; m < 64; ++m)
+        for (int k = 0; k < 16; ++k)
+          async::check_async_proxy_read(model::wgmma_element_addr(dsc, false, m, k), 2,
+                                        "wgmma.mma_async (A operand)");
+    }
+    // The accumulator a thread passes is its registers, or the result of an earlier wgmma into
+    // the same registers still in flight (wgmma into one accumulator chain in order).
+    std::vector<std::vector<float>> in(128);
+    float* ptrs[128];
+    std::uint32_t a[128][4];
+    for (int t = 0; t < 128; ++t) {
+      const PendingMma* last = nullptr;
+      for (const PendingMma& m : args[t]->extra->mmas)
+        if (m.d == args[t]->d) last = &m;
+      in[t] = last ? last->result : std::vector<float>(args[t]->d, args[t]->d + regs);
+      ptrs[t] = in[t].data();
+      if (a_regs) std::memcpy(a[t], args[t]->a, sizeof(a[t]));
+    }
+    model::wgmma_m64nNk16(bf16 ? model::Elem::bf16 : model::Elem::f16, n, shared_window(), desc_a,
+                          a_regs ? a : nullptr, false, desc_b, tnsp_b, ptrs, scale_d != 0);
+    for (int t = 0; t < 128; ++t) {
+      args[t]->extra->mmas.push_back(PendingMma{args[t]->d, regs, std::move(in[t]), -1});
+      // Until the wait, the accumulator registers hold no usable value.
+      std::fill(args[t]->d, args[t]->d + regs, std::numeric_limits<float>::quiet_NaN());
+    }
+  });
+}
+
+void setmaxnreg(bool inc, int regs) {
+  struct Arg {
+    bool inc;
+    int regs;
+  } mine{inc, regs};
+  collective(
+      Scope::warpgroup, 0, inc ? "setmaxnreg.inc" : "setmaxnreg.dec", mine, [&](Arg* const* a) {
+        for (int t = 1; t < 128; ++t)
+          if (a[t]->regs != regs)
+            fault("setmaxnreg: the warpgroup's threads ask for different counts (" +
+                  std::to_string(regs) + " and " + std::to_string(a[t]->regs) + ")");
+        if (regs % 8 != 0 || regs < 24 || regs > 256)
+          fault("setmaxnreg: " + std::to_string(regs) + " is not a multiple of 8 in 24..256");
+        std::vector<int>& last = block_extra().maxnreg;
+        const std::size_t wg = static_cast<std::size_t>(self().warp / 4);
+        if (last.size() <= wg) last.resize(wg + 1, 0);
+        if (last[wg] != 0 && (inc ? regs < last[wg] : regs > last[wg]))
+          fault(std::string("setmaxnreg.") + (inc ? "inc" : "dec") + " to " + std::to_string(regs) +
+                " from " + std::to_string(last[wg]) +
+                " registers (inc must not lower the count, dec must not raise it)");
+        last[wg] = regs;
+      });
+}
+
+}  // namespace ptx
+}  // namespace fsemu

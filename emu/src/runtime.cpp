@@ -1,0 +1,698 @@
+// emu/src/runtime.cpp — blocks, thread fibers, the scheduler, barriers and collectives
+// (fsemu/runtime.hpp).
+#include "fsemu/runtime.hpp"
+
+#include <boost/context/fiber.hpp>
+#include <boost/context/protected_fixedsize_stack.hpp>
+
+#include <algorithm>
+#include <bitset>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "sanitize.hpp"
+#if defined(FSEMU_ASAN)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+namespace fsemu {
+namespace {
+
+namespace bctx = boost::context;
+
+// Thrown inside a thread's fiber to unwind it once the launch has failed (fault()).
+struct LaunchAborted {};
+
+struct Thread {
+  ThreadInfo info;
+  bctx::fiber fiber;      // the thread, while suspended
+  bctx::fiber scheduler;  // the scheduler, while the thread runs
+  bool done = false;
+  bool waiting = false;
+  std::function<bool()> ready;
+  std::function<std::string()> what;
+  ThreadExtra* extra = nullptr;
+  bctx::stack_context stack{};  // its fiber's stack (the sanitizer builds announce switches to it)
+#if defined(FSEMU_ASAN)
+  void* fake_stack = nullptr;  // ASan's fake stack of the thread while it is switched out
+#endif
+#if defined(FSEMU_TSAN)
+  void* tsan_fiber = nullptr;  // named after the CUDA thread, for the race reports
+  bool started = false;
+#endif
+};
+
+struct NamedBarrier {
+  int expected = 0;  // threads, 0 while no one has arrived
+  int arrived = 0;
+  std::uint64_t generation = 0;
+  char sync[4] = {};  // TSan: happens-before through sync[generation % 4] (sanitize.hpp)
+};
+
+struct Collective {
+  const char* what = nullptr;
+  std::uint32_t mask = 0;
+  std::bitset<128> arrived;
+  void* args[128] = {};
+  std::uint64_t generation = 0;
+  int first = -1;  // the participant that opened it (for a divergence report)
+  char sync[2] = {};  // TSan: happens-before through sync[generation % 2] (sanitize.hpp)
+};
+
+struct Block {
+  LaunchConfig config;
+  uint3 idx{};
+  std::vector<std::unique_ptr<Thread>> threads;
+  Thread* current = nullptr;
+  int exited = 0;
+  NamedBarrier bars[16];
+  std::vector<Collective> warps, warpgroups;
+  std::vector<std::uint8_t> window_storage;
+  model::SharedWindow window;
+  BlockExtra* extra = nullptr;
+  std::string failure;  // set by the first fault
+  std::size_t dynamic_offset = kDynamicSmemOffset;  // where the dynamic shared memory starts
+  char exit_sync = 0;  // TSan: every thread's exit happens before the block's end
+};
+
+Block* g_block = nullptr;
+
+// Stacks are reused across blocks and launches (mapping 384 fresh guarded stacks per block
+// would dominate small blocks). Each has a guard page, so an overflow faults instead of
+// overwriting a neighbour.
+constexpr std::size_t kStackBytes = 512 * 1024;
+class StackPool {
+ public:
+  bctx::stack_context allocate() {
+    if (!free_.empty()) {
+      bctx::stack_context s = free_.back();
+      free_.pop_back();
+      return s;
+    }
+    return alloc_.allocate();
+  }
+  void deallocate(bctx::stack_context& s) noexcept { free_.push_back(s); }
+
+ private:
+  bctx::protected_fixedsize_stack alloc_{kStackBytes};
+  std::vector<bctx::stack_context> free_;
+};
+StackPool& stack_pool() {
+  static StackPool pool;
+  return pool;
+}
+struct PooledStack {
+  Thread* thread;
+  bctx::stack_context allocate() { return thread->stack = stack_pool().allocate(); }
+  void deallocate(bctx::stack_context& s) noexcept {
+#if defined(FSEMU_ASAN)
+    // Frames a thread left behind (unwound by an exception) must not poison the next thread.
+    __asan_unpoison_memory_region(static_cast<char*>(s.sp) - s.size, s.size);
+#endif
+    stack_pool().deallocate(s);
+  }
+};
+
+// Every switch between the scheduler and a thread's fiber is announced to the sanitizers of a
+// sanitizer build (sanitize.hpp): to ASan the stack it is switching to (or it would take the
+// fiber's frames for the scheduler's), to TSan the fiber it is switching to. The switches do not
+// order the threads' accesses (TSan's no_sync): only the emulator's synchronisation does, so that
+// two accesses that no barrier orders are a race even though one thread ran after the other.
+// The first switch into a thread orders it after the launch's start (its inputs, the poisoned
+// window, the blocks before it).
+#if defined(FSEMU_ASAN)
+const void* g_scheduler_stack = nullptr;
+std::size_t g_scheduler_stack_size = 0;
+void* g_scheduler_fake_stack = nullptr;
+#endif
+#if defined(FSEMU_TSAN)
+void* g_scheduler_fiber = nullptr;
+#endif
+
+// The scheduler, about to resume `t`, and back from it.
+void switching_to_thread([[maybe_unused]] Thread& t) {
+#if defined(FSEMU_ASAN)
+  __sanitizer_start_switch_fiber(&g_scheduler_fake_stack, static_cast<char*>(t.stack.sp) - t.stack.size,
+                                 t.stack.size);
+#endif
+#if defined(FSEMU_TSAN)
+  __tsan_switch_to_fiber(t.tsan_fiber, t.started ? __tsan_switch_to_fiber_no_sync : 0);
+  t.started = true;
+#endif
+}
+void back_in_scheduler() {
+#if defined(FSEMU_ASAN)
+  __sanitizer_finish_switch_fiber(g_scheduler_fake_stack, nullptr, nullptr);
+#endif
+}
+// A thread, about to switch to the scheduler (for good if `exiting`), and back from it.
+void switching_to_scheduler([[maybe_unused]] Thread& t, [[maybe_unused]] bool exiting) {
+#if defined(FSEMU_ASAN)
+  __sanitizer_start_switch_fiber(exiting ? nullptr : &t.fake_stack, g_scheduler_stack,
+                                 g_scheduler_stack_size);
+#endif
+#if defined(FSEMU_TSAN)
+  __tsan_switch_to_fiber(g_scheduler_fiber, __tsan_switch_to_fiber_no_sync);
+#endif
+}
+void back_in_thread([[maybe_unused]] Thread& t, [[maybe_unused]] bool first) {
+#if defined(FSEMU_ASAN)
+  if (first)  // learns the scheduler's stack, to switch back to it
+    __sanitizer_finish_switch_fiber(nullptr, &g_scheduler_stack, &g_scheduler_stack_size);
+  else
+    __sanitizer_finish_switch_fiber(t.fake_stack, nullptr, nullptr);
+#endif
+}
+
+// ASan: of the window's storage only the block's dynamic shared memory is addressable, so an
+// access before or past it is reported where it happens (a static __shared__ array is a global
+// variable: ASan guards it by itself).
+void poison_window([[maybe_unused]] Block& b) {
+#if defined(FSEMU_ASAN)
+  __asan_poison_memory_region(b.window_storage.data(), b.window_storage.size());
+  __asan_unpoison_memory_region(b.window.base + b.dynamic_offset, b.config.dynamic_smem);
+#endif
+}
+void unpoison_window([[maybe_unused]] Block& b) {
+#if defined(FSEMU_ASAN)
+  __asan_unpoison_memory_region(b.window_storage.data(), b.window_storage.size());
+#endif
+}
+
+Block& block() {
+  if (!g_block) {
+    std::fprintf(stderr, "fsemu: a device function was called outside a kernel launch\n");
+    std::abort();
+  }
+  return *g_block;
+}
+Thread& current() {
+  Block& b = block();
+  if (!b.current) {
+    std::fprintf(stderr, "fsemu: a device function was called outside a thread\n");
+    std::abort();
+  }
+  return *b.current;
+}
+
+std::string where(const Thread& t) {
+  std::ostringstream s;
+  s << "block (" << t.info.block_idx.x << ", " << t.info.block_idx.y << ", " << t.info.block_idx.z
+    << "), thread (" << t.info.thread_idx.x << ", " << t.info.thread_idx.y << ", "
+    << t.info.thread_idx.z << ") = warp " << t.info.warp << " lane " << t.info.lane;
+  return s.str();
+}
+
+// Switches from the running thread back to the scheduler; returns when it is resumed.
+void suspend() {
+  Thread& t = current();
+  switching_to_scheduler(t, false);
+  t.scheduler = std::move(t.scheduler).resume();
+  back_in_thread(t, false);
+  if (!block().failure.empty()) throw LaunchAborted{};
+}
+
+bool barrier_complete(const Block& b, const NamedBarrier& bar, bool all_threads) {
+  const int n = static_cast<int>(b.threads.size());
+  return all_threads ? bar.arrived + b.exited >= n : bar.arrived >= bar.expected;
+}
+
+}  // namespace
+
+const ThreadInfo& self() {
+  return current().info;
+}
+
+model::SharedWindow& shared_window() {
+  return block().window;
+}
+void* dynamic_shared_memory(std::size_t declared_alignment) {
+  Block& b = block();
+  const std::size_t offset = std::max<std::size_t>(kDynamicSmemOffset, declared_alignment);
+  if (offset > kMaxDynamicSmemOffset || (offset & (offset - 1)) != 0)
+    fault("dynamic shared memory declared with alignment " + std::to_string(declared_alignment) +
+          " (the emulator places it at most 1024-aligned)");
+  // The window ends where the launch's dynamic shared memory ends: an access past it faults.
+  b.window.size = static_cast<std::uint32_t>(offset + b.config.dynamic_smem);
+  if (offset != b.dynamic_offset) {
+    b.dynamic_offset = offset;
+    poison_window(b);
+  }
+  return b.window.base + offset;
+}
+std::uint32_t shared_address(const void* generic, const char* what) {
+  const model::SharedWindow& w = block().window;
+  const auto* p = static_cast<const std::uint8_t*>(generic);
+  if (p < w.base || p >= w.base + w.size)
+    fault(std::string(what) + ": the pointer " +
+          model::SharedWindow::hex(reinterpret_cast<std::uintptr_t>(p)) +
+          " is not into the block's shared memory");
+  return static_cast<std::uint32_t>(p - w.base);
+}
+void* shared_pointer(std::uint32_t addr) {
+  model::SharedWindow& w = block().window;
+  w.check(addr, 1, "shared address");
+  return w.base + addr;
+}
+
+void wait_until(const std::function<bool()>& ready, const std::function<std::string()>& what) {
+  if (ready()) return;
+  Thread& t = current();
+  t.waiting = true;
+  t.ready = ready;
+  t.what = what;
+  suspend();
+}
+
+void fault(const std::string& message) {
+  Block& b = block();
+  if (b.failure.empty()) {
+    b.failure = b.current ? where(*b.current) + ": " + message : message;
+  }
+  throw LaunchAborted{};
+}
+
+void bar_sync(int id, int count, const char* what) {
+  Block& b = block();
+  if (id < 0 || id > 15)
+    fault(std::string(what) + ": barrier id " + std::to_string(id) + " is not in 0..15");
+  const bool all = count <= 0;
+  const int n = static_cast<int>(b.threads.size());
+  if (!all && (count % 32 != 0 || count > n))
+    fault(std::string(what) + ": thread count " + std::to_string(count) +
+          " is not a multiple of 32 no larger than the block (" + std::to_string(n) + ")");
+  NamedBarrier& bar = b.bars[id];
+  const int expected = all ? n : count;
+  if (bar.arrived > 0 && bar.expected != expected)
+    fault(std::string(what) + ": barrier " + std::to_string(id) + " used with " +
+          std::to_string(expected) + " threads while " + std::to_string(bar.arrived) +
+          " threads wait on it with " + std::to_string(bar.expected));
+  bar.expected = expected;
+  ++bar.arrived;
+  const std::uint64_t gen = bar.generation;
+  char* const sync = &bar.sync[gen % 4];
+  sanitize::release(sync);  // what each thread did before the barrier happens before the
+  if (barrier_complete(b, bar, all)) {  // accesses after it of every thread that waits on it
+    bar.arrived = 0;
+    ++bar.generation;
+    sanitize::acquire(sync);
+    return;
+  }
+  wait_until(
+      [&b, &bar, gen, all] {
+        if (bar.generation != gen) return true;
+        if (barrier_complete(b, bar, all)) {  // the last threads exited instead of arriving
+          bar.arrived = 0;
+          ++bar.generation;
+          return true;
+        }
+        return false;
+      },
+      [&bar, id, what] {
+        return std::string(what) + " (barrier " + std::to_string(id) + ": " +
+               std::to_string(bar.arrived) + " of " + std::to_string(bar.expected) +
+               " threads arrived)";
+      });
+  sanitize::acquire(sync);
+}
+
+void bar_arrive(int id, int count, const char* what) {
+  Block& b = block();
+  if (id < 1 || id > 15 || count <= 0 || count % 32 != 0)
+    fault(std::string(what) +
+          ": bar.arrive needs a barrier id in 1..15 and a thread count that is a "
+          "multiple of 32 (got id " +
+          std::to_string(id) + ", count " + std::to_string(count) + ")");
+  NamedBarrier& bar = b.bars[id];
+  if (bar.arrived > 0 && bar.expected != count)
+    fault(std::string(what) + ": barrier " + std::to_string(id) + " used with " +
+          std::to_string(count) + " threads while others use it with " +
+          std::to_string(bar.expected));
+  bar.expected = count;
+  sanitize::release(&bar.sync[bar.generation % 4]);
+  if (++bar.arrived >= bar.expected) {
+    bar.arrived = 0;
+    ++bar.generation;
+  }
+}
+
+void collective(Scope scope, std::uint32_t mask, const char* what, void* my_args,
+                const std::function<void(void* const* args)>& fn) {
+  Block& b = block();
+  Thread& t = current();
+  const bool warp = scope == Scope::warp;
+  const int group = warp ? t.info.warp : t.info.warp / 4;
+  const int idx = warp ? t.info.lane : t.info.linear % 128;
+  std::vector<Collective>& groups = warp ? b.warps : b.warpgroups;
+  if (!warp && b.threads.size() % 128 != 0)
+    fault(std::string(what) + ": a warpgroup operation in a block of " +
+          std::to_string(b.threads.size()) + " threads (not a multiple of 128)");
+  if (warp && !(mask >> idx & 1u))
+    fault(std::string(what) + ": the member mask 0x" + model::SharedWindow::hex(mask) +
+          " does not include the calling lane " + std::to_string(idx));
+  Collective& c = groups[static_cast<std::size_t>(group)];
+  if (c.arrived.any() && (std::strcmp(c.what, what) != 0 || c.mask != mask))
+    fault(std::string(what) + " (mask 0x" + model::SharedWindow::hex(mask) + ") while " +
+          (warp ? "lane " : "thread ") + std::to_string(c.first) + " of the same " +
+          (warp ? "warp" : "warpgroup") + " waits in " + c.what + " (mask 0x" +
+          model::SharedWindow::hex(c.mask) + "): the participants diverged");
+  if (c.arrived[static_cast<std::size_t>(idx)])
+    fault(std::string(what) + ": joined twice by the same participant");
+  if (c.arrived.none()) {
+    c.what = what;
+    c.mask = mask;
+    c.first = idx;
+  }
+  c.arrived.set(static_cast<std::size_t>(idx));
+  c.args[idx] = my_args;
+  const std::size_t need = warp ? static_cast<std::size_t>(__builtin_popcount(mask)) : 128;
+  // Every participant's accesses before the operation happen before the last one computes it,
+  // and that computation (which writes every participant's results) before what each does next.
+  const std::uint64_t gen = c.generation;
+  char* const sync = &c.sync[gen % 2];
+  sanitize::release(sync);
+  if (c.arrived.count() == need) {
+    sanitize::acquire(sync);
+    fn(c.args);
+    sanitize::release(sync);
+    c.arrived.reset();
+    std::fill(std::begin(c.args), std::end(c.args), nullptr);
+    c.what = nullptr;
+    ++c.generation;
+    return;
+  }
+  wait_until([&c, gen] { return c.generation != gen; },
+             [&c, what, warp] {
+               return std::string(what) + " (" + std::to_string(c.arrived.count()) + " of the " +
+                      (warp ? "warp's lanes in the mask" : "warpgroup's 128 threads") +
+                      " have arrived)";
+             });
+  sanitize::acquire(sync);
+}
+
+ThreadExtra& thread_extra() {
+  Thread& t = current();
+  if (!t.extra) t.extra = new_thread_extra();
+  return *t.extra;
+}
+BlockExtra& block_extra() {
+  Block& b = block();
+  if (!b.extra) b.extra = new_block_extra();
+  return *b.extra;
+}
+
+std::uint64_t schedule_seed() {
+  static const std::uint64_t seed = [] {
+    const char* s = std::getenv("FSEMU_SEED");
+    return s ? std::strtoull(s, nullptr, 0) : 0x5eedULL;
+  }();
+  return seed;
+}
+
+namespace {
+
+// Runs one block to completion; returns false (with b.failure set) if it failed.
+bool run_block(Block& b, const std::function<void()>& body, std::mt19937_64& rng) {
+  const dim3 bd = b.config.block;
+  const int n = static_cast<int>(bd.x * bd.y * bd.z);
+  b.threads.clear();
+  for (int i = 0; i < n; ++i) {
+    auto t = std::make_unique<Thread>();
+    t->info.linear = i;
+    t->info.thread_idx =
+        uint3{static_cast<unsigned>(i) % bd.x, static_cast<unsigned>(i) / bd.x % bd.y,
+              static_cast<unsigned>(i) / (bd.x * bd.y)};
+    t->info.block_idx = b.idx;
+    t->info.block_dim = bd;
+    t->info.grid_dim = b.config.grid;
+    t->info.warp = i / 32;
+    t->info.lane = i % 32;
+    Thread* self_ptr = t.get();
+#if defined(FSEMU_TSAN)
+    t->tsan_fiber = __tsan_create_fiber(0);
+    __tsan_set_fiber_name(t->tsan_fiber, where(*t).c_str());
+#endif
+    t->fiber = bctx::fiber(
+        std::allocator_arg, PooledStack{self_ptr}, [self_ptr, &body, &b](bctx::fiber&& sched) {
+          back_in_thread(*self_ptr, true);
+          self_ptr->scheduler = std::move(sched);
+          try {
+            if (b.failure.empty()) {  // else the block failed before this thread ever ran
+              body();
+              on_thread_exit(self_ptr->extra);
+            }
+          } catch (const bctx::detail::forced_unwind&) {
+            throw;
+          } catch (const LaunchAborted&) {
+          } catch (const model::Fault& f) {
+            if (b.failure.empty()) b.failure = where(*self_ptr) + ": " + f.what();
+          } catch (const std::exception& e) {
+            if (b.failure.empty()) b.failure = where(*self_ptr) + ": exception: " + e.what();
+          }
+          self_ptr->done = true;
+          ++b.exited;
+          sanitize::release(&b.exit_sync);
+          switching_to_scheduler(*self_ptr, true);
+          return std::move(self_ptr->scheduler);
+        });
+    b.threads.push_back(std::move(t));
+  }
+  const int nwarps = (n + 31) / 32;
+  b.warps.assign(static_cast<std::size_t>(nwarps), Collective{});
+  b.warpgroups.assign(static_cast<std::size_t>((n + 127) / 128), Collective{});
+  for (NamedBarrier& bar : b.bars)
+    bar = NamedBarrier{};
+  b.exited = 0;
+
+  // Warps start in a drawn order (lanes in order within a warp): a kernel that lacks a barrier
+  // between one warp's writes and another's reads sees the poison in shared memory.
+  std::vector<int> order;
+  std::vector<int> warp_order(static_cast<std::size_t>(nwarps));
+  std::iota(warp_order.begin(), warp_order.end(), 0);
+  std::shuffle(warp_order.begin(), warp_order.end(), rng);
+  for (int w : warp_order)
+    for (int l = 0; l < 32 && w * 32 + l < n; ++l)
+      order.push_back(w * 32 + l);
+
+  int live = n;
+  while (live > 0 && b.failure.empty()) {
+    bool progress = false;
+    for (int i : order) {
+      Thread& t = *b.threads[static_cast<std::size_t>(i)];
+      if (t.done) continue;
+      if (t.waiting) {
+        b.current = &t;  // predicates may call into the shim (mbarrier landing copies)
+#if defined(FSEMU_TSAN)
+        // What a predicate does (it may land copies) is done by the thread that waits.
+        __tsan_switch_to_fiber(t.tsan_fiber, __tsan_switch_to_fiber_no_sync);
+#endif
+        bool ok = false;
+        try {
+          ok = t.ready();
+        } catch (const model::Fault& f) {
+          if (b.failure.empty()) b.failure = where(t) + ": " + f.what();
+        } catch (const LaunchAborted&) {
+        }
+#if defined(FSEMU_TSAN)
+        __tsan_switch_to_fiber(g_scheduler_fiber, __tsan_switch_to_fiber_no_sync);
+#endif
+        b.current = nullptr;
+        if (!b.failure.empty()) break;
+        if (!ok) continue;
+        t.waiting = false;
+      }
+      b.current = &t;
+      switching_to_thread(t);
+      t.fiber = std::move(t.fiber).resume();
+      back_in_scheduler();
+      b.current = nullptr;
+      progress = true;
+      if (t.done) --live;
+      if (!b.failure.empty()) break;
+    }
+    if (!progress && b.failure.empty()) {
+      std::ostringstream s;
+      s << "deadlock: every live thread of the block waits and nothing it waits for can happen";
+      // One line per group of threads with the same wait (consecutive thread ranges).
+      std::string last;
+      int from = -1, to = -1;
+      auto flush = [&] {
+        if (from >= 0) s << "\n  threads " << from << ".." << to << ": " << last;
+      };
+      for (int i = 0; i < n; ++i) {
+        Thread& t = *b.threads[static_cast<std::size_t>(i)];
+        const std::string w = t.done ? std::string("exited") : t.what();
+        if (w == last && to == i - 1) {
+          to = i;
+          continue;
+        }
+        flush();
+        last = w;
+        from = to = i;
+      }
+      flush();
+      b.failure = "block (" + std::to_string(b.idx.x) + ", " + std::to_string(b.idx.y) + ", " +
+                  std::to_string(b.idx.z) + "): " + s.str();
+    }
+  }
+  if (b.failure.empty() && b.extra) {
+    try {
+      on_block_exit();
+    } catch (const LaunchAborted&) {
+    } catch (const model::Fault& f) {
+      if (b.failure.empty()) b.failure = f.what();
+    }
+  }
+  // A failed block: every thread that has not exited is resumed once more, to unwind its stack
+  // (suspend() throws LaunchAborted; a thread that never ran returns at once) and leave its
+  // fiber the way every thread does, through switches the sanitizer builds announce.
+  for (auto& t : b.threads) {
+    if (t->done || !t->fiber) continue;
+    b.current = t.get();
+    switching_to_thread(*t);
+    t->fiber = std::move(t->fiber).resume();
+    back_in_scheduler();
+    b.current = nullptr;
+  }
+  // Had one not finished (it cannot), destroying its fiber would unwind it (forced_unwind).
+  for (auto& t : b.threads) {
+    b.current = t.get();
+    t->fiber = bctx::fiber{};
+    b.current = nullptr;
+  }
+  sanitize::acquire(&b.exit_sync);
+#if defined(FSEMU_TSAN)
+  for (auto& t : b.threads)
+    __tsan_destroy_fiber(t->tsan_fiber);
+#endif
+  for (auto& t : b.threads)
+    if (t->extra) delete_thread_extra(t->extra);
+  b.threads.clear();
+  if (b.extra) {
+    delete_block_extra(b.extra);
+    b.extra = nullptr;
+  }
+  return b.failure.empty();
+}
+
+#if defined(FSEMU_ASAN)
+// Appended to an ASan report: which CUDA thread made the access, and where the address is in the
+// block's shared memory if it is in the window's storage.
+void report_cuda_thread(const char*) {
+  const Block* b = g_block;
+  if (!b) return;
+  std::string s = "fsemu: the emulator was running ";
+  s += b->current ? where(*b->current)
+                  : "block (" + std::to_string(b->idx.x) + ", " + std::to_string(b->idx.y) + ", " +
+                        std::to_string(b->idx.z) + ") (its scheduler, no thread)";
+  const auto* a = static_cast<const std::uint8_t*>(__asan_get_report_address());
+  const std::uint8_t* lo = b->window_storage.data();
+  if (a >= lo && a < lo + b->window_storage.size()) {
+    const std::ptrdiff_t addr = a - b->window.base;
+    const std::size_t begin = b->dynamic_offset, end = begin + b->config.dynamic_smem;
+    std::ostringstream m;
+    m << "; the address is shared memory " << (addr < 0 ? "-" : "") << "0x" << std::hex
+      << (addr < 0 ? -addr : addr) << ", outside the block's dynamic shared memory 0x" << begin
+      << " .. 0x" << end << " (" << std::dec << b->config.dynamic_smem << " bytes)";
+    s += m.str();
+  }
+  std::fprintf(stderr, "%s\n", s.c_str());
+}
+#endif
+
+}  // namespace
+
+#if defined(FSEMU_ASAN) || defined(FSEMU_TSAN)
+namespace sanitize {
+namespace {
+int g_bookkeeping_depth = 0;
+}
+Bookkeeping::Bookkeeping() {
+  if (g_bookkeeping_depth++ > 0) return;
+#if defined(FSEMU_ASAN)
+  if (g_block) __asan_unpoison_memory_region(g_block->window.base, g_block->window.size);
+#endif
+#if defined(FSEMU_TSAN)
+  __tsan_ignore_thread_begin();
+#endif
+}
+Bookkeeping::~Bookkeeping() {
+  if (--g_bookkeeping_depth > 0) return;
+#if defined(FSEMU_ASAN)
+  if (g_block) poison_window(*g_block);
+#endif
+#if defined(FSEMU_TSAN)
+  __tsan_ignore_thread_end();
+#endif
+}
+}  // namespace sanitize
+#endif
+
+std::string run_grid(const LaunchConfig& config, const std::function<void()>& body) {
+  if (g_block) return "fsemu: a kernel launched from inside a kernel (not supported)";
+  const dim3 g = config.grid, bd = config.block;
+  const std::uint64_t nblocks = std::uint64_t{g.x} * g.y * g.z;
+  const std::uint64_t nthreads = std::uint64_t{bd.x} * bd.y * bd.z;
+  if (nthreads == 0 || nthreads > 1024 || nblocks == 0)
+    return "fsemu: invalid launch configuration of " + std::string(config.kernel_name) + ": " +
+           std::to_string(nthreads) + " threads per block (1..1024), " + std::to_string(nblocks) +
+           " blocks";
+  Block b;
+  b.config = config;
+  // Shared memory: the window starts kDynamicSmemOffset bytes before the dynamic part; all of it
+  // is poisoned (0xFF: NaN in fp16, bf16 and fp32) before each block, so a read of shared memory
+  // nothing wrote gives NaN instead of a stale value from the previous block.
+  const std::size_t window = kMaxDynamicSmemOffset + config.dynamic_smem;
+  b.window_storage.assign(window + 4096, 0);
+  auto base = reinterpret_cast<std::uintptr_t>(b.window_storage.data());
+  auto* aligned = reinterpret_cast<std::uint8_t*>((base + 4095) & ~std::uintptr_t{4095});
+  b.window.base = aligned;
+  b.window.size = static_cast<std::uint32_t>(window);
+
+  std::vector<std::uint64_t> order(nblocks);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(schedule_seed() ^ (nblocks * 0x9E3779B97F4A7C15ULL));
+  std::shuffle(order.begin(), order.end(), rng);
+
+  g_block = &b;
+#if defined(FSEMU_ASAN)
+  static const bool callback_set = [] {
+    __asan_set_error_report_callback(report_cuda_thread);
+    return true;
+  }();
+  (void)callback_set;
+#endif
+#if defined(FSEMU_TSAN)
+  g_scheduler_fiber = __tsan_get_current_fiber();
+#endif
+  std::string failure;
+  for (std::uint64_t id : order) {
+    b.idx = uint3{static_cast<unsigned>(id % g.x), static_cast<unsigned>(id / g.x % g.y),
+                  static_cast<unsigned>(id / (std::uint64_t{g.x} * g.y))};
+    b.window.size = static_cast<std::uint32_t>(window);
+    std::memset(b.window.base, 0xFF, b.window.size);
+    b.dynamic_offset = kDynamicSmemOffset;
+    poison_window(b);
+    const bool ok = run_block(b, body, rng);
+    unpoison_window(b);
+    if (!ok) {
+      failure = b.failure;
+      break;
+    }
+  }
+  g_block = nullptr;
+  if (!failure.empty()) {
+    failure = "fsemu: " + std::string(config.kernel_name) + ": " + failure;
+    std::fprintf(stderr, "%s\n", failure.c_str());
+  }
+  return failure;
+}
+
+}  // namespace fsemu

@@ -1,0 +1,80 @@
+// emu/src/state.hpp — what the device shim keeps per thread and per block (fsemu/runtime.hpp's
+// ThreadExtra and BlockExtra): copies in flight, mbarriers, wgmma groups. Internal to emu/src.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "fsemu/model/mbarrier.hpp"
+#include "fsemu/runtime.hpp"
+
+namespace fsemu {
+
+struct PendingCopy {  // one cp.async, not landed yet
+  std::uint64_t id;
+  std::uint8_t* dst;
+  const std::uint8_t* src;
+  std::uint32_t bytes, src_bytes;
+  int group;  // the cp.async group it belongs to; -1 while the group is open
+};
+
+struct PendingStore {                             // one TMA store, shared memory not read yet
+  alignas(64) std::array<std::uint8_t, 128> map;  // a CUtensorMap copy (64-byte aligned, as one)
+  std::int32_t coords[5];
+  int rank;
+  std::uint32_t src;  // shared address
+  int group;          // bulk async-group; -1 while open
+};
+
+struct PendingMma {  // one wgmma.mma_async: its result, written into d at the wait
+  float* d;
+  int regs;
+  std::vector<float> result;
+  int group;  // wgmma group; -1 while open
+};
+
+struct ThreadExtra {
+  std::vector<PendingCopy> copies;
+  std::uint64_t next_copy = 1;
+  int cp_groups = 0;  // committed cp.async groups so far
+  std::vector<PendingStore> stores;
+  int bulk_groups = 0;
+  std::vector<PendingMma> mmas;
+  int wgmma_groups = 0;
+  bool wgmma_fenced = false;  // a wgmma.fence since the last wait (registers may have changed)
+};
+
+struct PendingTma {  // one TMA load, landing when its mbarrier is waited on
+  alignas(64) std::array<std::uint8_t, 128> map;  // a CUtensorMap copy (64-byte aligned, as one)
+  std::int32_t coords[5];
+  int rank;
+  std::uint32_t dst;  // shared address
+};
+
+struct CopyArrival {  // cp.async.mbarrier.arrive: lands `owner`'s copies up to `upto`, then arrives
+  ThreadExtra* owner;
+  std::uint64_t upto;
+  bool noinc;
+};
+
+struct MBar {
+  model::MBarrier m;
+  std::vector<PendingTma> loads;
+  std::vector<CopyArrival> arrivals;
+};
+
+struct BlockExtra {
+  std::map<std::uint32_t, MBar> bars;  // by shared address
+  bool mbarrier_init_fenced = false;
+  // The shared memory as the async proxy last saw it (at the last fence.proxy.async, plus what
+  // TMA wrote since): an async-proxy read of bytes that differ was not ordered by a fence.
+  std::vector<std::uint8_t> async_view;
+  std::vector<int> maxnreg;  // per warpgroup: the last setmaxnreg value (0: none yet)
+};
+
+/// Lands cp.async copies of `t` with id <= upto (all when upto is 0).
+void land_copies(ThreadExtra& t, std::uint64_t upto);
+
+}  // namespace fsemu
