@@ -3,7 +3,6 @@
 // once (fsemu/launch.hpp), so streams and events only keep their handles. The device is an
 // emulated sm_90a part with 8 SMs (a small SM count keeps "fill the GPU" test grids small) and
 // H100's per-block limits; its name says it is emulated.
-#include <cublas_v2.h>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
@@ -110,14 +109,6 @@ cudaError_t cudaGetDeviceProperties_v2(cudaDeviceProp* prop, int device) {
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   return cudaGetDeviceProperties_v2(prop, device);
-}
-
-// cuBLAS is not emulated; flashsteps/cuda_check.hpp names its status codes.
-const char* cublasGetStatusName(cublasStatus_t) {
-  return "CUBLAS_STATUS_NOT_SUPPORTED";
-}
-const char* cublasGetStatusString(cublasStatus_t) {
-  return "cuBLAS is not available under the CPU emulator";
 }
 
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
