@@ -1,0 +1,202 @@
+// emu/tests/runtime/runtime_test.cu — the emulator's execution model on small kernels of its own,
+// compiled as the stages are (through the device shim) and launched through launch_kernel: the
+// CUDA semantics it must keep (barriers, shuffles, votes, named barriers, async copies, block
+// order), and the failures it must report instead of hanging or passing (deadlock, divergent
+// collectives, a read before the matching wait, a missing dynamic shared-memory opt-in).
+#include "flashsteps_catch.hpp"
+
+#include <cuda/pipeline>
+
+#include <cmath>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "flashsteps/cuda/launch.cuh"
+#include "flashsteps/cuda/ptx.cuh"
+
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+// Writes its thread index into shared memory, synchronises, and reads its neighbour's.
+__global__ void neighbour_kernel(int* out) {
+  FS_DYNAMIC_SHARED(int, s);
+  const int t = static_cast<int>(threadIdx.x);
+  s[t] = t * 10;
+  __syncthreads();
+  out[blockIdx.x * blockDim.x + t] = s[(t + 1) % blockDim.x];
+}
+
+// The same without the barrier: thread t reads before thread t+1 (a later warp) has written.
+__global__ void missing_barrier_kernel(float* out) {
+  FS_DYNAMIC_SHARED(float, s);
+  const int t = static_cast<int>(threadIdx.x);
+  s[t] = 1.0f;
+  out[t] = s[(t + 32) % blockDim.x];
+}
+
+__global__ void shuffle_kernel(int* out) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  int* o = out + 6 * threadIdx.x;
+  o[0] = __shfl_sync(0xffffffffu, lane * 3, 5);       // every lane reads lane 5
+  o[1] = __shfl_xor_sync(0xffffffffu, lane, 1);       // its pair partner
+  o[2] = __shfl_up_sync(0xffffffffu, lane, 2);        // lane - 2, or its own below 2
+  o[3] = __shfl_down_sync(0xffffffffu, lane, 4, 16);  // within 16-lane segments
+  o[4] = static_cast<int>(__ballot_sync(0xffffffffu, lane % 3 == 0));
+  o[5] = __all_sync(0xffffffffu, lane < 32) + 2 * __any_sync(0xffffffffu, lane == 31);
+}
+
+__global__ void deadlock_kernel(int* out) {
+  if (threadIdx.x < 32) __syncthreads();  // the other warp never arrives: it waits below
+  if (threadIdx.x >= 32) flashsteps::ptx::named_barrier_sync(1, 64);
+  out[threadIdx.x] = 1;
+}
+
+__global__ void divergent_kernel(int* out) {
+  int v = static_cast<int>(threadIdx.x);
+  if (threadIdx.x % 2 == 0)
+    v = __shfl_xor_sync(0xffffffffu, v, 1);
+  else
+    __syncwarp();
+  out[threadIdx.x] = v;
+}
+
+__global__ void mask_kernel(int* out) {
+  // Lane 3 is in no mask it passes.
+  out[threadIdx.x] = __shfl_sync(0xfffffff7u, static_cast<int>(threadIdx.x), 0);
+}
+
+// Producer warp / consumer warp handoff through a named barrier: bar.arrive + bar.sync.
+__global__ void named_barrier_kernel(int* out) {
+  FS_DYNAMIC_SHARED(int, s);
+  if (threadIdx.x < 32) {
+    s[threadIdx.x] = 7 + static_cast<int>(threadIdx.x);
+    flashsteps::ptx::named_barrier_arrive(2, 64);
+  } else {
+    flashsteps::ptx::named_barrier_sync(2, 64);
+    out[threadIdx.x - 32] = s[threadIdx.x - 32];
+  }
+}
+
+// cp.async into shared memory; with kWait = false the copy is read before its group is waited.
+template <bool kWait>
+__global__ void cp_async_kernel(const float* in, float* out) {
+  FS_DYNAMIC_SHARED(__align__(16) float, s);
+  auto pipe = cuda::make_pipeline();
+  const int t = static_cast<int>(threadIdx.x);
+  cuda::memcpy_async(s + 4 * t, in + 4 * t, cuda::aligned_size_t<16>(16), pipe);
+  pipe.producer_commit();
+  if constexpr (kWait) cuda::pipeline_consumer_wait_prior<0>(pipe);
+  for (int e = 0; e < 4; ++e)
+    out[4 * t + e] = s[4 * t + e];
+  if constexpr (!kWait) cuda::pipeline_consumer_wait_prior<0>(pipe);
+}
+
+__global__ void order_kernel(int* out, int* counter) {
+  if (threadIdx.x == 0) out[blockIdx.x] = (*counter)++;
+}
+
+template <class... P, class... A>
+std::string launch(void (*k)(P...), int blocks, int threads, std::size_t smem, A... args) {
+  const cudaError_t e =
+      flashsteps::launch_kernel(k, dim3(static_cast<unsigned>(blocks)),
+                                dim3(static_cast<unsigned>(threads)), smem, nullptr, args...);
+  return e == cudaSuccess ? std::string() : std::string(cudaGetErrorString(e));
+}
+
+}  // namespace
+
+TEST_CASE("runtime: __syncthreads publishes shared memory across warps, in every block") {
+  std::vector<int> out(3 * 96, -1);
+  REQUIRE(launch(neighbour_kernel, 3, 96, 96 * sizeof(int), out.data()).empty());
+  for (int b = 0; b < 3; ++b)
+    for (int t = 0; t < 96; ++t)
+      CHECK(out[b * 96 + t] == ((t + 1) % 96) * 10);
+}
+
+TEST_CASE("runtime: a missing barrier reads the poison of a thread that has not run yet") {
+  std::vector<float> out(64, 0.0f);
+  REQUIRE(launch(missing_barrier_kernel, 1, 64, 64 * sizeof(float), out.data()).empty());
+  // Warps start in a drawn order, so one warp reads the other's slots before they are written:
+  // those reads are the 0xFF poison (NaN), not 1.
+  int nan = 0;
+  for (float v : out)
+    nan += std::isnan(v) ? 1 : 0;
+  CHECK(nan == 32);
+}
+
+TEST_CASE("runtime: shuffles and votes follow the CUDA semantics") {
+  std::vector<int> out(6 * 32, -1);
+  REQUIRE(launch(shuffle_kernel, 1, 32, 0, out.data()).empty());
+  unsigned ballot = 0;
+  for (int l = 0; l < 32; l += 3)
+    ballot |= 1u << l;
+  for (int l = 0; l < 32; ++l) {
+    const int* o = &out[6 * l];
+    CHECK(o[0] == 15);
+    CHECK(o[1] == (l ^ 1));
+    CHECK(o[2] == (l >= 2 ? l - 2 : l));
+    CHECK(o[3] == (l % 16 < 12 ? l + 4 : l));
+    CHECK(static_cast<unsigned>(o[4]) == ballot);
+    CHECK(o[5] == 3);
+  }
+}
+
+TEST_CASE("runtime: bar.arrive / bar.sync hand data from one warp to another") {
+  std::vector<int> out(32, -1);
+  REQUIRE(launch(named_barrier_kernel, 1, 64, 32 * sizeof(int), out.data()).empty());
+  for (int l = 0; l < 32; ++l)
+    CHECK(out[l] == 7 + l);
+}
+
+TEST_CASE("runtime: a deadlock is reported with what each thread waits on, not a hang") {
+  std::vector<int> out(64, 0);
+  const std::string why = launch(deadlock_kernel, 1, 64, 0, out.data());
+  CHECK_THAT(why, ContainsSubstring("deadlock"));
+  CHECK_THAT(why, ContainsSubstring("threads 0..31: __syncthreads() (barrier 0: 32 of 64"));
+  CHECK_THAT(why,
+             ContainsSubstring("threads 32..63: bar.sync (named barrier) (barrier 1: 32 of 64"));
+}
+
+TEST_CASE("runtime: lanes that reach different warp-collective operations are reported") {
+  std::vector<int> out(32, 0);
+  const std::string why = launch(divergent_kernel, 1, 32, 0, out.data());
+  CHECK_THAT(why, ContainsSubstring("diverged"));
+  const std::string mask = launch(mask_kernel, 1, 32, 0, out.data());
+  CHECK_THAT(mask, ContainsSubstring("does not include the calling lane 3"));
+}
+
+TEST_CASE("runtime: a cp.async lands at its wait; read before it, the destination is poison") {
+  std::vector<float> in(4 * 32), out(4 * 32, 0.0f);
+  for (std::size_t i = 0; i < in.size(); ++i)
+    in[i] = static_cast<float>(i);
+  REQUIRE(launch(cp_async_kernel<true>, 1, 32, in.size() * sizeof(float), in.data(), out.data())
+              .empty());
+  CHECK(out == in);
+  REQUIRE(launch(cp_async_kernel<false>, 1, 32, in.size() * sizeof(float), in.data(), out.data())
+              .empty());
+  for (float v : out)
+    CHECK(std::isnan(v));
+}
+
+TEST_CASE("runtime: more than 48 KiB of dynamic shared memory needs the kernel's opt-in") {
+  std::vector<int> out(64 * 1024, 0);
+  const std::size_t big = 64 * 1024;
+  CHECK(launch(neighbour_kernel, 1, 64, big, out.data()) == "invalid argument");
+  REQUIRE(flashsteps::allow_dynamic_smem(neighbour_kernel, big) == cudaSuccess);
+  CHECK(launch(neighbour_kernel, 1, 64, big, out.data()).empty());
+}
+
+TEST_CASE("runtime: blocks run in a drawn order, not the launch order") {
+  std::vector<int> out(64, -1);
+  int counter = 0;
+  REQUIRE(launch(order_kernel, 64, 32, 0, out.data(), &counter).empty());
+  const std::set<int> seen(out.begin(), out.end());
+  CHECK(seen.size() == 64);  // each block ran once
+  int in_order = 0;
+  for (int b = 0; b < 64; ++b)
+    in_order += out[b] == b ? 1 : 0;
+  CHECK(in_order < 64);
+}
