@@ -1,0 +1,215 @@
+# emu/faults/faults.cmake — the planted faults: one flashsteps_fault() per fault (CMakeLists.txt
+# says what each argument means; README.md how to run them). Each changes one line of a stage's
+# source; FROM is that line with enough of its surroundings to occur exactly once.
+
+# ---- 00_scalar --------------------------------------------------------------------------------
+flashsteps_fault(00_pv_skips_first_key STAGE 00_scalar
+  BREAKS "P V starts at key 1: every row loses its first key's contribution"
+  FROM [=[    for (std::int64_t j = 0; j < end; ++j)]=]
+  TO   [=[    for (std::int64_t j = 1; j < end; ++j)]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+
+flashsteps_fault(00_scale_dropped STAGE 00_scalar
+  BREAKS "S is stored unscaled: the softmax scale is never applied"
+  FROM [=[    s[idx] = acc * sh.scale;]=]
+  TO   [=[    s[idx] = acc;]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+
+# ---- 01_tiled ---------------------------------------------------------------------------------
+flashsteps_fault(01_missing_barrier STAGE 01_tiled
+  BREAKS "no barrier between staging a Q/K chunk and reading it: threads read rows not yet staged"
+  FROM [=[      __syncthreads();  // the chunk is staged: every thread reads rows other threads loaded]=]
+  TO   [=[      // (planted fault: the barrier after staging the chunk is gone)]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+
+flashsteps_fault(01_kv_tiles_off_by_one STAGE 01_tiled
+  BREAKS "the number of key tiles rounds down: the ragged last tile of S is never computed"
+  FROM [=[tiles_kv = ceil_div(sh.skv, Tile::kBc);]=]
+  TO   [=[tiles_kv = sh.skv / Tile::kBc;]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+
+# ---- 02_wmma ----------------------------------------------------------------------------------
+flashsteps_fault(02_missing_barrier_staged_s STAGE 02_wmma
+  BREAKS "no barrier between the warps' stores of the S tile and the copy-out that reads them"
+  FROM [=[    __syncthreads();  // the whole S tile is staged: each thread copies out other warps' values]=]
+  TO   [=[    // (planted fault: the barrier after staging S is gone)]=]
+  EXPECT "[1-9][0-9]* NaN \\(poison or computed\\)" TESTS "a non-default softmax scale")
+
+flashsteps_fault(02_kv_tiles_off_by_one STAGE 02_wmma
+  BREAKS "the number of key tiles rounds down: the ragged last tile of S is never computed"
+  FROM [=[tiles_kv = ceil_div(sh.skv, Tile::kBc);]=]
+  TO   [=[tiles_kv = sh.skv / Tile::kBc;]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+
+flashsteps_fault(02_missing_tail_zero_fill STAGE 02_wmma
+  BREAKS "copy_tile leaves the vectors past the ragged edge unwritten instead of zero-filled"
+  FROM [=[    *reinterpret_cast<uint4*>(dst + r * kLd + c) = val;]=]
+  TO   [=[    if (r < rows && c < cols) *reinterpret_cast<uint4*>(dst + r * kLd + c) = val;]=]
+  EXPECT "[1-9][0-9]* NaN \\(poison or computed\\)" TESTS "every head dimension*")
+
+# ---- 03_online_softmax ------------------------------------------------------------------------
+flashsteps_fault(03_tiles_off_by_one STAGE 03_online_softmax
+  BREAKS "Tc_i rounds down: the ragged last key tile is skipped"
+  FROM [=[  const int Tc_i = (kv_stop + Bc - 1) / Bc;]=]
+  TO   [=[  const int Tc_i = kv_stop / Bc;]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+
+flashsteps_fault(03_missing_tail_zero_fill STAGE 03_online_softmax
+  BREAKS "load_tile leaves rows past the last key unwritten instead of zero-filled"
+  FROM [=[    *reinterpret_cast<uint4*>(dst + r * ld + c * Tile::kVec) = piece;]=]
+  TO   [=[    if (row0 + r < n_rows) *reinterpret_cast<uint4*>(dst + r * ld + c * Tile::kVec) = piece;]=]
+  EXPECT "[1-9][0-9]* NaN \\(poison or computed\\)" TESTS "ragged tails*")
+
+flashsteps_fault(03_missing_barrier_q STAGE 03_online_softmax
+  BREAKS "no barrier after loading Q_i and zeroing O_i: a block that sees no key reads O rows other warps zero"
+  FROM [=[  __syncthreads();  // Q_i and the zeroed O_i are complete before any warp reads them]=]
+  TO   [=[  // (planted fault: the barrier after loading Q_i and zeroing O_i is gone)]=]
+  EXPECT "[1-9][0-9]* NaN \\(poison or computed\\)" TESTS "Sq != Skv both ways*")
+
+# ---- 04_cp_async ------------------------------------------------------------------------------
+flashsteps_fault(04_wait_prior_count STAGE 04_cp_async
+  BREAKS "cp.async.wait_group waits one group too few: tile j is read while its copies still fly"
+  FROM [=[    cuda::pipeline_consumer_wait_prior<kStages - 2>(pipe);]=]
+  TO   [=[    cuda::pipeline_consumer_wait_prior<kStages - 1>(pipe);]=]
+  EXPECT "[1-9][0-9]* NaN \\(poison or computed\\)" TESTS "a non-default softmax scale")
+
+flashsteps_fault(04_missing_barrier_a STAGE 04_cp_async
+  BREAKS "barrier (A) is gone: other threads' copies of K_j, V_j are not known to have landed"
+  FROM [=[    __syncthreads();
+    //! [wait]]=]
+  TO   [=[    // (planted fault: barrier (A) is gone)
+    //! [wait]]=]
+  EXPECT "[1-9][0-9]* NaN \\(poison or computed\\)" TESTS "a non-default softmax scale")
+
+flashsteps_fault(04_missing_drain STAGE 04_cp_async
+  BREAKS "the epilogue no longer drains the pipeline: copies (Q's, when no tile is visited) outlive the thread"
+  FROM [=[  cuda::pipeline_consumer_wait_prior<0>(pipe);
+  __syncwarp();]=]
+  TO   [=[  // (planted fault: the final wait_group 0 is gone)
+  __syncwarp();]=]
+  EXPECT "cp.async copies it never waited for" TESTS "Sq != Skv both ways*")
+
+flashsteps_fault(04_missing_tail_zero_fill STAGE 04_cp_async
+  BREAKS "rows past the last key are neither copied nor zero-filled"
+  FROM [=[      *reinterpret_cast<uint4*>(piece) = make_uint4(0u, 0u, 0u, 0u);]=]
+  TO   [=[      // (planted fault: the zero fill is gone)]=]
+  EXPECT "[1-9][0-9]* NaN \\(poison or computed\\)" TESTS "every head dimension*")
+
+flashsteps_fault(04_shuffle_mask STAGE 04_cp_async
+  BREAKS "the max shuffle's member mask leaves out the upper 16 lanes"
+  FROM [=[      tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 1));]=]
+  TO   [=[      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFu, tile_max, 1));]=]
+  EXPECT "the member mask 0xffff does not include the calling lane" TESTS "a non-default softmax scale")
+
+# ---- 05_warp_specialized ----------------------------------------------------------------------
+flashsteps_fault(05_consumer_parity STAGE 05_warp_specialized
+  BREAKS "consumers wait on the wrong parity of full[s]: the fresh barrier's previous phase passes at once"
+  FROM [=[    wait_phase(full[stage], (j / kStages) & 1, "full", stage);]=]
+  TO   [=[    wait_phase(full[stage], ((j / kStages) & 1) ^ 1, "full", stage);]=]
+  EXPECT "deadlock: every live thread of the block waits" TESTS "a non-default softmax scale")
+
+flashsteps_fault(05_producer_parity STAGE 05_warp_specialized
+  BREAKS "the producer waits on the wrong parity of empty[s]: it refills a stage the consumers still read"
+  FROM [=[      if (j >= kStages) wait_phase(empty[s], (j / kStages - 1) & 1, "empty", s);]=]
+  TO   [=[      if (j >= kStages) wait_phase(empty[s], (j / kStages) & 1, "empty", s);]=]
+  EXPECT "arrive-on in phase 1 before any test_wait" TESTS "a non-default softmax scale")
+
+flashsteps_fault(05_dropped_release STAGE 05_warp_specialized
+  BREAKS "consumers never arrive on empty[s]: the producer waits for a release that never comes"
+  FROM [=[    (void)empty[stage].arrive();]=]
+  TO   [=[    // (planted fault: the release of the stage is gone)]=]
+  EXPECT "deadlock: every live thread.* 128 of 128 arrivals pending" TESTS "a non-default softmax scale")
+
+flashsteps_fault(05_missing_zero_fill STAGE 05_warp_specialized
+  BREAKS "rows past the last key are no longer zero-filled by cp.async (src-size 0)"
+  FROM [=[      __pipeline_memcpy_async(piece, src, 16, /*zfill=*/16);]=]
+  TO   [=[      // (planted fault: the zero fill is gone)]=]
+  EXPECT "[1-9][0-9]* NaN \\(poison or computed\\)" TESTS "every head dimension*")
+
+# ---- 06_registers -----------------------------------------------------------------------------
+flashsteps_fault(06_swapped_b_fragment STAGE 06_registers
+  BREAKS "the two B registers of S's even n8 tiles are swapped (k 0-7 and 8-15 exchanged)"
+  FROM [=[        ptx::mma_m16n8k16<T>(s_acc[2 * np], q_frag[kk], {kb[0], kb[1]});]=]
+  TO   [=[        ptx::mma_m16n8k16<T>(s_acc[2 * np], q_frag[kk], {kb[1], kb[0]});]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+
+flashsteps_fault(06_wrong_swizzle STAGE 06_registers
+  BREAKS "the swizzle XORs with r % 4, not r % 8: the copies and ldmatrix offsets disagree"
+  FROM [=[  return r * kD + ((c ^ (r % 8)) * 8);]=]
+  TO   [=[  return r * kD + ((c ^ (r % 4)) * 8);]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+
+flashsteps_fault(06_missing_barrier STAGE 06_registers
+  BREAKS "the tile's only block-wide barrier is gone: other threads' copies are not known to have landed"
+  FROM [=[    __syncthreads();
+    prefetch(j + kStages - 1);]=]
+  TO   [=[    // (planted fault: barrier (A) is gone)
+    prefetch(j + kStages - 1);]=]
+  EXPECT "[1-9][0-9]* NaN \\(poison or computed\\)" TESTS "a non-default softmax scale")
+
+flashsteps_fault(06_unmasked_tiles_off_by_one STAGE 06_registers
+  BREAKS "Tc_full rounds up: the diagonal tile takes the unmasked path"
+  FROM [=[  const int Tc_full = kv_full / Bc;  // tiles 0 .. Tc_full-1 need no mask (<= Tc_i)]=]
+  TO   [=[  const int Tc_full = (kv_full + Bc - 1) / Bc;]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+
+# ---- 07_hopper --------------------------------------------------------------------------------
+flashsteps_fault(07_missing_wgmma_fence STAGE 07_hopper
+  BREAKS "no wgmma.fence before S = Q K^T"
+  FROM [=[      ptx::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < Tile::kQK; ++kk)]=]
+  TO   [=[      // (planted fault: wgmma.fence is gone)
+#pragma unroll
+      for (int kk = 0; kk < Tile::kQK; ++kk)]=]
+  EXPECT "wgmma.mma_async without a wgmma.fence" TESTS "a non-default softmax scale")
+
+flashsteps_fault(07_wait_group_count STAGE 07_hopper
+  BREAKS "wgmma.wait_group leaves S_j in flight: the softmax reads accumulators not yet written"
+  FROM [=[      ptx::wgmma_wait_group<kFirst ? 0 : 1>();]=]
+  TO   [=[      ptx::wgmma_wait_group<kFirst ? 1 : 2>();]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+
+flashsteps_fault(07_q_desc_sbo STAGE 07_hopper
+  BREAKS "Q's wgmma descriptor has a stride byte offset of half a swizzle atom"
+  FROM [=[          q_base + static_cast<std::uint32_t>((kk / 4) * Tile::kQBlockBytes + (kk % 4) * 32), 16,
+          Tile::kAtomBytes);]=]
+  TO   [=[          q_base + static_cast<std::uint32_t>((kk / 4) * Tile::kQBlockBytes + (kk % 4) * 32), 16,
+          Tile::kAtomBytes / 2);]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+
+flashsteps_fault(07_consumer_parity STAGE 07_hopper
+  BREAKS "consumers wait on the wrong parity of k_full[s]: the fresh barrier's previous phase passes at once"
+  FROM [=[      wait_parity(&k_full[s], static_cast<std::uint32_t>(j / kStages) & 1u, "k_full", s);]=]
+  TO   [=[      wait_parity(&k_full[s], (static_cast<std::uint32_t>(j / kStages) & 1u) ^ 1u, "k_full", s);]=]
+  EXPECT "deadlock: every live thread of the block waits" TESTS "a non-default softmax scale")
+
+flashsteps_fault(07_missing_fence_proxy_async STAGE 07_hopper
+  BREAKS "no fence.proxy.async between the O staging stores and the TMA store that reads them"
+  FROM [=[    cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);]=]
+  TO   [=[    // (planted fault: fence.proxy.async is gone)]=]
+  EXPECT "changed after the last fence.proxy.async" TESTS "a non-default softmax scale")
+
+flashsteps_fault(07_dropped_turn_arrive STAGE 07_hopper
+  BREAKS "consumer 1 never opens consumer 0's first turn: consumer 0 waits at its named barrier forever"
+  FROM [=[    if (cw == 1 && Tc_i > 0) ptx::named_barrier_arrive(kBarTurn + 0, Tile::kConsumerThreads);]=]
+  TO   [=[    // (planted fault: the arrive that opens consumer 0's first turn is gone)]=]
+  EXPECT "deadlock: every live thread.* bar.sync \\(named barrier\\) \\(barrier 1: 128 of 256 threads arrived\\)" TESTS "a non-default softmax scale")
+
+flashsteps_fault(07_dropped_empty_arrive STAGE 07_hopper
+  BREAKS "consumers never release a stage of the ring: the producer waits on empty[s] forever"
+  FROM [=[        cuda::ptx::mbarrier_arrive(&empty[sp]);  // K_{j-1}, V_{j-1} may be overwritten]=]
+  TO   [=[        (void)sp;  // (planted fault: the release of the stage is gone)]=]
+  EXPECT "deadlock: every live thread.* 256 of 256 arrivals pending" TESTS "same inputs twice*")
+
+flashsteps_fault(07_swapped_p_fragment STAGE 07_hopper
+  BREAKS "P's register A operand takes row g's keys 8+2t.. in place of row g+8's keys 2t.."
+  FROM [=[        p_frag[kk][1] = pack2<T>(s_acc[8 * kk + 2], s_acc[8 * kk + 3]);  // row g + 8]=]
+  TO   [=[        p_frag[kk][1] = pack2<T>(s_acc[8 * kk + 4], s_acc[8 * kk + 5]);  // row g + 8]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+
+flashsteps_fault(07_missing_store_barrier STAGE 07_hopper
+  BREAKS "the named barrier before the TMA store is gone: thread 0 stores O before the others staged it"
+  FROM [=[    ptx::named_barrier_sync(kBarStore + cw, Tile::kWarpgroupThreads);]=]
+  TO   [=[    // (planted fault: the store barrier is gone)]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
