@@ -15,6 +15,7 @@ const DeviceInfo& device();
 /// FLASHSTEPS_EMULATED_BUILD) it is 300 instead of 1000: still ragged for every tile size here
 /// (300 = 2*128 + 44 = 4*64 + 44) and longer than several key tiles, at a tenth of the work of
 /// the unfused stages' Sq x Skv score matrices, which keeps the emulated suites inside CI's time.
+/// One query against 1000 keys stays in every build: cheap, and it wraps every stage's K/V ring.
 #if defined(FLASHSTEPS_EMULATED_BUILD)
 inline constexpr std::int64_t kLongSeq = 300;
 #else
