@@ -1,1 +1,174 @@
-# Sanitizer builds of the emulated stages: added with them (emu/README.md, "Limits").
+# Sanitizer builds of the emulated stages (item 4 of the emulator issue): see emu/README.md.
+#
+# The checks a GPU cannot give cheaply, from the compiler's sanitizers run over the emulator:
+#   AddressSanitizer   out-of-bounds global accesses (cudaMalloc is malloc: its redzone starts
+#                      where the buffer ends) and shared ones (the window outside the block's
+#                      dynamic shared memory is poisoned; a static __shared__ array is a global
+#                      variable, which ASan guards itself); the report adds the CUDA thread
+#   ThreadSanitizer    shared- (and global-) memory races inside a block: every CUDA thread is a
+#                      TSan fiber named after it, and only the emulator's synchronisation orders
+#                      their accesses (barriers, warp collectives, mbarriers, copy landings)
+# (emu/src/sanitize.hpp). Reads of shared memory nothing wrote are the emulator's own check: the
+# window is 0xFF (NaN) until written. MemorySanitizer is not offered: Clang only, and it needs
+# every library the program links (libstdc++, Boost, Catch2) built with it.
+#
+#   fsemu_asan, fsemu_tsan          the emulator, for each sanitizer (fsemu_tsan's runtime and
+#                                   copies are compiled without -fsanitize=thread: their
+#                                   bookkeeping is not the kernels' and would only be noise; its
+#                                   models and intrinsics with it; it links the TSan runtime)
+#   test_emu_<stage>_{asan,tsan}    the GPU suite on the stage's kernels built with the sanitizer
+#                                   (tests/sanitize/), CTest emu.{asan,tsan}.<stage>: the cases in
+#                                   FSEMU_SANITIZER_CASES must pass with no report
+#   fsemu_planted_{asan,tsan}       kernels with a planted race, shared and global out-of-bounds
+#                                   read (tests/sanitize/planted.cu); CTest emu.{asan,tsan}.planted_*
+#                                   pass only when the sanitizer reports them (expect-report.sh)
+option(FLASHSTEPS_EMULATION_SANITIZERS
+       "Build sanitizer (ASan, TSan) flavours of the emulated stage tests (emu/sanitize.cmake)" ON)
+set(FSEMU_SANITIZED_STAGES "all" CACHE STRING
+    "Stages whose emulated suite runs under ASan and TSan: 'all' or a list of stage names")
+set(FSEMU_SANITIZER_CASES "a non-default softmax scale" CACHE STRING
+    "Catch2 test spec of the GPU-suite cases the sanitizer builds run (',' separates cases)")
+
+if(NOT FLASHSTEPS_EMULATION_SANITIZERS)
+  return()
+endif()
+if(NOT CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+  message(STATUS "Emulator sanitizer builds: off (they need GCC or Clang, not "
+                 "${CMAKE_CXX_COMPILER_ID})")
+  return()
+endif()
+
+set(FSEMU_SANITIZE_DIR "${CMAKE_CURRENT_SOURCE_DIR}/tests/sanitize" CACHE INTERNAL "")
+# -O1: the cases are small and the emulator's cost is in scheduling; -g: the reports name lines.
+set(FSEMU_ASAN_FLAGS -fsanitize=address -fno-omit-frame-pointer -g -O1 CACHE INTERNAL "")
+# TSan: GCC expands a small memcpy / memset inline after its TSan pass, uninstrumented: kept as
+# calls, they reach TSan's interceptors (WMMA's element copies, the stages' vector loads).
+set(FSEMU_TSAN_FLAGS -fsanitize=thread -g -O1 -fno-builtin-memcpy -fno-builtin-memset
+    -fno-builtin-memmove CACHE INTERNAL "")
+set(FSEMU_SANITIZER_ENV
+    "ASAN_OPTIONS=detect_leaks=0"
+    "TSAN_OPTIONS=halt_on_error=1 history_size=4"
+    CACHE INTERNAL "")
+
+# TSan: the instruction models and the warp-collective intrinsics (src/model/, device.cpp: WMMA,
+# ldmatrix, mma, wgmma, TMA tiles) are instrumented, so that what an ldmatrix or a WMMA load reads
+# is an access of the thread that computes it (the last of its warp to arrive: ordered after the
+# others'); their bookkeeping runs in the ignored scopes of sanitize.hpp.
+set(fsemu_tsan_models ${fsemu_sources})
+list(FILTER fsemu_tsan_models INCLUDE REGEX "/src/model/|/src/device.cpp$")
+add_library(fsemu_tsan_models OBJECT ${fsemu_tsan_models})
+target_include_directories(fsemu_tsan_models PRIVATE include ${CUDAToolkit_INCLUDE_DIRS})
+target_compile_options(fsemu_tsan_models PRIVATE ${FSEMU_TSAN_FLAGS})
+
+foreach(san asan tsan)
+  string(TOUPPER ${san} SAN)
+  set(sources ${fsemu_sources})
+  if(san STREQUAL "tsan")
+    list(FILTER sources EXCLUDE REGEX "/src/model/|/src/device.cpp$")
+    list(APPEND sources $<TARGET_OBJECTS:fsemu_tsan_models>)
+  endif()
+  add_library(fsemu_${san} STATIC ${sources})
+  target_include_directories(fsemu_${san} PUBLIC include ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_libraries(fsemu_${san} PUBLIC Boost::context)
+  if(san STREQUAL "asan")
+    target_compile_options(fsemu_${san} PRIVATE ${FSEMU_ASAN_FLAGS})
+    target_link_options(fsemu_${san} INTERFACE -fsanitize=address)
+  else()
+    target_compile_definitions(fsemu_${san} PRIVATE FSEMU_TSAN=1)
+    target_link_options(fsemu_${san} INTERFACE -fsanitize=thread)
+    target_compile_options(fsemu_${san} PRIVATE -g)
+  endif()
+
+  # flashsteps::common for the emulator, its objects as they are (host code; its fill kernels
+  # need no checks), over the sanitizer's emulator.
+  add_library(fs_emu_common_${san} STATIC $<TARGET_OBJECTS:fs_emu_common>)
+  set_target_properties(fs_emu_common_${san} PROPERTIES LINKER_LANGUAGE CXX)
+  target_include_directories(fs_emu_common_${san} PUBLIC ${PROJECT_SOURCE_DIR}/common/include)
+  target_compile_definitions(fs_emu_common_${san} PUBLIC FLASHSTEPS_EMULATED_BUILD=1)
+  target_link_libraries(fs_emu_common_${san} PUBLIC fsemu_${san})
+
+  # The planted bugs.
+  flashsteps_emulated_sources(planted "${FSEMU_SANITIZE_DIR}/planted.cu")
+  add_executable(fsemu_planted_${san} ${planted})
+  target_compile_options(fsemu_planted_${san} PRIVATE ${FSEMU_${SAN}_FLAGS})
+  target_link_libraries(fsemu_planted_${san} PRIVATE fs_emu_common_${san})
+  set_target_properties(fsemu_planted_${san} PROPERTIES
+                        RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/tests/sanitize")
+endforeach()
+
+# fsemu_expect_report(<name> <what> <planted-binary> <argument> <pattern>...): CTest <name>
+# passes only if the planted bug is reported with output matching every pattern.
+function(fsemu_expect_report name what target arg)
+  add_test(NAME ${name}
+           COMMAND "${FSEMU_SANITIZE_DIR}/expect-report.sh" "${what}" ${ARGN} --
+                   $<TARGET_FILE:${target}> ${arg})
+  set_tests_properties(${name} PROPERTIES LABELS "cpu;emu;sanitizer"
+                       ENVIRONMENT "${FSEMU_SANITIZER_ENV}")
+endfunction()
+# A race: both accesses, each with its source line and its CUDA thread (the fibers' names).
+fsemu_expect_report(emu.tsan.planted_race "a shared-memory race between two warps"
+                    fsemu_planted_tsan race
+                    "WARNING: ThreadSanitizer: data race"
+                    "Read of size 4 at .* by thread T[0-9]+"
+                    "warp_handoff.*planted.cu:23"
+                    "warp_handoff.*planted.cu:25"
+                    "'block \\(0, 0, 0\\), thread \\([0-9]+, 0, 0\\) = warp 1 lane [0-9]+'"
+                    "'block \\(0, 0, 0\\), thread \\([0-9]+, 0, 0\\) = warp 0 lane [0-9]+'")
+fsemu_expect_report(emu.asan.planted_shared_oob "a read past the dynamic shared memory"
+                    fsemu_planted_asan shared-oob
+                    "ERROR: AddressSanitizer: use-after-poison"
+                    "shared_past_end.*planted.cu:32"
+                    "fsemu: the emulator was running block \\(0, 0, 0\\), thread \\(63, 0, 0\\)"
+                    "the address is shared memory 0x180, outside the block's dynamic shared memory 0x80 .. 0x180")
+fsemu_expect_report(emu.asan.planted_global_oob "a read past a cudaMalloc'd buffer"
+                    fsemu_planted_asan global-oob
+                    "ERROR: AddressSanitizer: heap-buffer-overflow"
+                    "global_past_end.*planted.cu:36"
+                    "0 bytes to the right of 256-byte region"
+                    "fsemu: the emulator was running block \\(0, 0, 0\\), thread \\(63, 0, 0\\)")
+# The same handoff with a barrier: no report (the barrier's happens-before reaches TSan).
+add_test(NAME emu.tsan.planted_synced COMMAND fsemu_planted_tsan synced)
+set_tests_properties(emu.tsan.planted_synced PROPERTIES
+                     LABELS "cpu;emu;sanitizer" ENVIRONMENT "${FSEMU_SANITIZER_ENV}")
+find_program(FSEMU_SHELLCHECK shellcheck)
+if(FSEMU_SHELLCHECK)
+  add_test(NAME emu.sanitize.shellcheck
+           COMMAND ${FSEMU_SHELLCHECK} -S style "${FSEMU_SANITIZE_DIR}/expect-report.sh")
+  set_tests_properties(emu.sanitize.shellcheck PROPERTIES LABELS "cpu;emu")
+endif()
+
+# The stages exist only once stages/CMakeLists.txt has run: their sanitizer builds are added at
+# the end of the top-level directory.
+function(_fsemu_add_sanitized_stages)
+  get_property(stages GLOBAL PROPERTY FLASHSTEPS_STAGES)
+  set(chosen ${FSEMU_SANITIZED_STAGES})
+  if(chosen STREQUAL "all")
+    set(chosen ${stages})
+  endif()
+  foreach(name IN LISTS chosen)
+    if(NOT TARGET fs_emu_stage_${name})
+      message(FATAL_ERROR "FSEMU_SANITIZED_STAGES: ${name} is not an emulated stage")
+    endif()
+    get_target_property(sources fs_stage_${name} SOURCES)
+    get_property(dir GLOBAL PROPERTY FLASHSTEPS_STAGE_DIR_${name})
+    flashsteps_emulated_sources(wrapped ${sources})
+    foreach(san asan tsan)
+      string(TOUPPER ${san} SAN)
+      add_library(fs_emu_stage_${name}_${san} STATIC ${wrapped})
+      target_include_directories(fs_emu_stage_${name}_${san} PRIVATE "${PROJECT_SOURCE_DIR}/${dir}")
+      target_compile_options(fs_emu_stage_${name}_${san} PRIVATE ${FSEMU_${SAN}_FLAGS})
+      target_link_libraries(fs_emu_stage_${name}_${san} PUBLIC fs_emu_common_${san})
+      set(test test_emu_${name}_${san})
+      add_executable(${test} $<TARGET_OBJECTS:fs_emu_gpu_suite_obj>)
+      target_link_libraries(${test} PRIVATE fs_emu_stage_${name}_${san} flashsteps::catch2)
+      set_target_properties(${test} PROPERTIES
+                            RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/tests/sanitize")
+      add_test(NAME emu.${san}.${name}
+               COMMAND ${test} "${FSEMU_SANITIZER_CASES}" ${FLASHSTEPS_CATCH_ARGS})
+      set_tests_properties(emu.${san}.${name} PROPERTIES
+                           LABELS "cpu;emu;sanitizer" ENVIRONMENT "${FSEMU_SANITIZER_ENV}"
+                           FAIL_REGULAR_EXPRESSION "${FLASHSTEPS_CATCH_FAIL};Sanitizer")
+    endforeach()
+  endforeach()
+endfunction()
+cmake_language(DEFER DIRECTORY "${PROJECT_SOURCE_DIR}" CALL _fsemu_add_sanitized_stages)

@@ -46,6 +46,7 @@ const char* sync(const MBar& b, std::uint32_t i) {
 }
 
 void land(const PendingCopy& c) {
+  const sanitize::Visible copy;  // the copy's accesses, as the thread that lands it
   std::memcpy(c.dst, c.src, c.src_bytes);
   std::memset(c.dst + c.src_bytes, 0, c.bytes - c.src_bytes);
 }
@@ -73,9 +74,11 @@ void settle(MBar& b) {
   std::vector<PendingTma> loads = std::move(b.loads);
   b.loads.clear();
   for (const PendingTma& l : loads) {
-    const std::uint32_t bytes =
-        model::tma_load_tile(model::decode(l.map.data()), l.coords, w, l.dst);
-    sanitize::IgnoreAccesses bookkeeping;
+    std::uint32_t bytes = 0;
+    {
+      const sanitize::Visible load;  // the load's accesses, as the thread that lands it
+      bytes = model::tma_load_tile(model::decode(l.map.data()), l.coords, w, l.dst);
+    }
     std::memcpy(view.data() + l.dst, w.base + l.dst, bytes);  // written by the async proxy
     b.m.complete_tx(bytes);
   }
@@ -116,6 +119,7 @@ void delete_block_extra(BlockExtra* b) {
 
 void on_thread_exit(ThreadExtra* t) {
   if (!t) return;
+  const sanitize::IgnoreAccesses bookkeeping;
   // Copies an mbarrier arrival tracks land when that barrier is waited on; any other copy the
   // thread issued and never waited for is a bug (its destination may be read or reused).
   std::size_t tracked_upto = 0;
@@ -152,6 +156,7 @@ void on_block_exit() {
 namespace async {
 
 void cp_async(void* dst, const void* src, std::size_t bytes, std::size_t src_bytes) {
+  const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   const std::uint32_t a = shared_address(dst, "cp.async (destination)");
   if (bytes != 4 && bytes != 8 && bytes != 16)
     fault("cp.async copies 4, 8 or 16 bytes, not " + std::to_string(bytes));
@@ -164,13 +169,17 @@ void cp_async(void* dst, const void* src, std::size_t bytes, std::size_t src_byt
   shared_window().check(a, static_cast<std::uint32_t>(bytes), "cp.async (destination)");
   ThreadExtra& t = thread_extra();
   auto* d = static_cast<std::uint8_t*>(dst);
-  std::memset(d, kPoison, bytes);  // until it lands
+  {
+    const sanitize::Visible copy;    // the copy may write its destination from now on
+    std::memset(d, kPoison, bytes);  // until it lands
+  }
   t.copies.push_back(PendingCopy{t.next_copy++, d, static_cast<const std::uint8_t*>(src),
                                  static_cast<std::uint32_t>(bytes),
                                  static_cast<std::uint32_t>(src_bytes), -1});
 }
 
 void commit_group() {
+  const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   ThreadExtra& t = thread_extra();
   for (PendingCopy& c : t.copies)
     if (c.group < 0) c.group = t.cp_groups;
@@ -178,6 +187,7 @@ void commit_group() {
 }
 
 void wait_group(int n) {
+  const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   ThreadExtra& t = thread_extra();
   const int done_below = t.cp_groups - n;
   std::vector<PendingCopy> keep;
@@ -188,9 +198,17 @@ void wait_group(int n) {
       keep.push_back(c);
   }
   t.copies = std::move(keep);
+#if defined(FSEMU_TSAN)
+  // Copies an mbarrier arrival also tracks may have landed here, before that barrier is waited
+  // on: its waiters must see them (the arrival happens once they land).
+  for (auto& [addr, b] : block_extra().bars)
+    for (const CopyArrival& a : b.arrivals)
+      if (a.owner == &t) sanitize::release(sync(b, 2));
+#endif
 }
 
 void cp_async_mbarrier_arrive(std::uint64_t* bar, bool noinc) {
+  const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   MBar& b = mbar(bar, "cp.async.mbarrier.arrive");
   ThreadExtra& t = thread_extra();
   b.arrivals.push_back(CopyArrival{&t, t.next_copy - 1, noinc});
@@ -198,6 +216,7 @@ void cp_async_mbarrier_arrive(std::uint64_t* bar, bool noinc) {
 }
 
 void mbarrier_init(std::uint64_t* bar, std::uint32_t count) {
+  const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   const std::uint32_t a = shared_address(bar, "mbarrier.init");
   if (a % 8 != 0)
     fault("mbarrier.init: the mbarrier at shared " + hex(a) + " is not 8-byte aligned");
@@ -208,18 +227,21 @@ void mbarrier_init(std::uint64_t* bar, std::uint32_t count) {
 }
 
 std::uint64_t mbarrier_arrive(std::uint64_t* bar, std::uint32_t count) {
+  const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   MBar& b = mbar(bar, "mbarrier.arrive");
   sanitize::release(sync(b, b.m.phase() & 1));
   return b.m.arrive(count);
 }
 
 std::uint64_t mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
+  const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   MBar& b = mbar(bar, "mbarrier.arrive.expect_tx");
   sanitize::release(sync(b, b.m.phase() & 1));
   return b.m.arrive_expect_tx(bytes);
 }
 
 void mbarrier_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
+  const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   mbar(bar, "mbarrier.expect_tx").m.expect_tx(bytes);
 }
 
@@ -232,6 +254,7 @@ std::string waiting_on(std::uint64_t* bar, const MBar& b, const std::string& for
 }  // namespace
 
 bool mbarrier_try_wait_parity(std::uint64_t* bar, std::uint32_t parity) {
+  const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   MBar& b = mbar(bar, "mbarrier.try_wait.parity");
   wait_until(
       [&b, parity] {
@@ -246,6 +269,7 @@ bool mbarrier_try_wait_parity(std::uint64_t* bar, std::uint32_t parity) {
 }
 
 bool mbarrier_test_wait_parity(std::uint64_t* bar, std::uint32_t parity) {
+  const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   MBar& b = mbar(bar, "mbarrier.test_wait.parity");
   settle(b);
   if (b.m.test_wait_parity(parity)) {
@@ -258,6 +282,7 @@ bool mbarrier_test_wait_parity(std::uint64_t* bar, std::uint32_t parity) {
 }
 
 bool mbarrier_try_wait(std::uint64_t* bar, std::uint64_t token) {
+  const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   MBar& b = mbar(bar, "mbarrier.try_wait");
   wait_until(
       [&b, token] {
@@ -270,6 +295,7 @@ bool mbarrier_try_wait(std::uint64_t* bar, std::uint64_t token) {
 }
 
 void mbarrier_inval(std::uint64_t* bar) {
+  const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   mbar(bar, "mbarrier.inval").m.inval();
 }
 
@@ -279,6 +305,7 @@ void fence_mbarrier_init() {
 
 void tma_load(void* dst, const void* tensor_map, const std::int32_t* coords, int rank,
               std::uint64_t* bar) {
+  const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   const std::uint32_t a = shared_address(dst, "cp.async.bulk.tensor (destination)");
   MBar& b = mbar(bar, "cp.async.bulk.tensor (its mbarrier)");
   const model::TensorMap& map = model::decode(tensor_map);
@@ -293,17 +320,17 @@ void tma_load(void* dst, const void* tensor_map, const std::int32_t* coords, int
   // The box's bytes hold poison until the load lands.
   const std::uint32_t bytes = static_cast<std::uint32_t>(map.box_bytes());
   shared_window().check(a, bytes, "cp.async.bulk.tensor (destination box)");
-  std::memset(shared_window().base + a, kPoison, bytes);  // the load may write from now on
   {
-    std::vector<std::uint8_t>& view = async_view();
-    sanitize::IgnoreAccesses bookkeeping;
-    std::memset(view.data() + a, kPoison, bytes);
+    const sanitize::Visible load;  // the load may write from now on
+    std::memset(shared_window().base + a, kPoison, bytes);
   }
+  std::memset(async_view().data() + a, kPoison, bytes);
   b.loads.push_back(l);
   sanitize::release(sync(b, 2));
 }
 
 void tma_store(const void* tensor_map, const std::int32_t* coords, int rank, const void* src) {
+  const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   const std::uint32_t a = shared_address(src, "cp.async.bulk.tensor (source)");
   const model::TensorMap& map = model::decode(tensor_map);
   if (rank != static_cast<int>(map.rank))
@@ -319,6 +346,7 @@ void tma_store(const void* tensor_map, const std::int32_t* coords, int rank, con
 }
 
 void bulk_commit_group() {
+  const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   ThreadExtra& t = thread_extra();
   for (PendingStore& s : t.stores)
     if (s.group < 0) s.group = t.bulk_groups;
@@ -326,6 +354,7 @@ void bulk_commit_group() {
 }
 
 void bulk_wait_group(int n, bool) {
+  const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   ThreadExtra& t = thread_extra();
   const int done_below = t.bulk_groups - n;
   std::vector<PendingStore> keep;
@@ -334,6 +363,7 @@ void bulk_wait_group(int n, bool) {
       const model::TensorMap& map = model::decode(s.map.data());
       check_async_proxy_read(s.src, static_cast<std::uint32_t>(map.box_bytes()),
                              "cp.async.bulk.tensor (store source)");
+      const sanitize::Visible store;  // the store reads shared memory, writes global
       model::tma_store_tile(map, s.coords, shared_window(), s.src);
     } else {
       keep.push_back(s);
@@ -353,7 +383,10 @@ void check_async_proxy_read(std::uint32_t addr, std::uint32_t bytes, const char*
   model::SharedWindow& w = shared_window();
   w.check(addr, bytes, what);
   const std::vector<std::uint8_t>& view = async_view();
-  sanitize::read_range(w.base + addr, bytes);  // the async proxy reads the operand
+  {
+    const sanitize::Visible operand;
+    sanitize::read_range(w.base + addr, bytes);  // the async proxy reads the operand
+  }
   const sanitize::IgnoreAccesses bookkeeping;  // ... and the emulator its copy of it
   if (std::memcmp(view.data() + addr, w.base + addr, bytes) == 0) return;
   std::uint32_t first = addr;

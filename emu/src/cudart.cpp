@@ -146,13 +146,14 @@ cudaError_t cudaMemGetInfo(std::size_t* free, std::size_t* total) {
 cudaError_t cudaMalloc(void** p, std::size_t bytes) {
   *p = nullptr;
   if (bytes > kGlobalMem - g_allocated) return set(cudaErrorMemoryAllocation);
-  // 256-byte aligned, as cudaMalloc's are.
 #if defined(__SANITIZE_ADDRESS__)
-  // Exactly `bytes` under AddressSanitizer: its redzone starts where the buffer ends, so a kernel
-  // that reads or writes past it is reported (emu/src/sanitize.hpp).
+  // 256-byte aligned, as cudaMalloc's are, and exactly `bytes` under AddressSanitizer: its
+  // redzone starts where the buffer ends, so a kernel that reads or writes past it is reported
+  // (emu/src/sanitize.hpp).
   void* q = nullptr;
   if (posix_memalign(&q, 256, bytes ? bytes : 1) != 0) q = nullptr;
 #else
+  // 256-byte aligned, as cudaMalloc's are.
   void* q = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
 #endif
   if (!q) return set(cudaErrorMemoryAllocation);

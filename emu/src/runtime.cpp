@@ -46,6 +46,7 @@ struct Thread {
 #if defined(FSEMU_TSAN)
   void* tsan_fiber = nullptr;  // named after the CUDA thread, for the race reports
   bool started = false;
+  int ignore_depth = 0;  // sanitize::IgnoreAccesses scopes open in the thread
 #endif
 };
 
@@ -62,7 +63,7 @@ struct Collective {
   std::bitset<128> arrived;
   void* args[128] = {};
   std::uint64_t generation = 0;
-  int first = -1;  // the participant that opened it (for a divergence report)
+  int first = -1;     // the participant that opened it (for a divergence report)
   char sync[2] = {};  // TSan: happens-before through sync[generation % 2] (sanitize.hpp)
 };
 
@@ -77,7 +78,7 @@ struct Block {
   std::vector<std::uint8_t> window_storage;
   model::SharedWindow window;
   BlockExtra* extra = nullptr;
-  std::string failure;  // set by the first fault
+  std::string failure;                              // set by the first fault
   std::size_t dynamic_offset = kDynamicSmemOffset;  // where the dynamic shared memory starts
   char exit_sync = 0;  // TSan: every thread's exit happens before the block's end
 };
@@ -134,13 +135,14 @@ void* g_scheduler_fake_stack = nullptr;
 #endif
 #if defined(FSEMU_TSAN)
 void* g_scheduler_fiber = nullptr;
+int g_scheduler_ignore_depth = 0;
 #endif
 
 // The scheduler, about to resume `t`, and back from it.
 void switching_to_thread([[maybe_unused]] Thread& t) {
 #if defined(FSEMU_ASAN)
-  __sanitizer_start_switch_fiber(&g_scheduler_fake_stack, static_cast<char*>(t.stack.sp) - t.stack.size,
-                                 t.stack.size);
+  __sanitizer_start_switch_fiber(&g_scheduler_fake_stack,
+                                 static_cast<char*>(t.stack.sp) - t.stack.size, t.stack.size);
 #endif
 #if defined(FSEMU_TSAN)
   __tsan_switch_to_fiber(t.tsan_fiber, t.started ? __tsan_switch_to_fiber_no_sync : 0);
@@ -380,7 +382,12 @@ void collective(Scope scope, std::uint32_t mask, const char* what, void* my_args
   sanitize::release(sync);
   if (c.arrived.count() == need) {
     sanitize::acquire(sync);
-    fn(c.args);
+    if (warp) {
+      fn(c.args);  // WMMA's loads and stores are the warp's accesses
+    } else {       // wgmma (which marks its operand reads itself: async.cpp) and setmaxnreg
+      const sanitize::IgnoreAccesses bookkeeping;
+      fn(c.args);
+    }
     sanitize::release(sync);
     c.arrived.reset();
     std::fill(std::begin(c.args), std::end(c.args), nullptr);
@@ -399,12 +406,18 @@ void collective(Scope scope, std::uint32_t mask, const char* what, void* my_args
 
 ThreadExtra& thread_extra() {
   Thread& t = current();
-  if (!t.extra) t.extra = new_thread_extra();
+  if (!t.extra) {
+    const sanitize::IgnoreAccesses bookkeeping;
+    t.extra = new_thread_extra();
+  }
   return *t.extra;
 }
 BlockExtra& block_extra() {
   Block& b = block();
-  if (!b.extra) b.extra = new_block_extra();
+  if (!b.extra) {
+    const sanitize::IgnoreAccesses bookkeeping;
+    b.extra = new_block_extra();
+  }
   return *b.extra;
 }
 
@@ -436,7 +449,12 @@ bool run_block(Block& b, const std::function<void()>& body, std::mt19937_64& rng
     t->info.lane = i % 32;
     Thread* self_ptr = t.get();
 #if defined(FSEMU_TSAN)
-    t->tsan_fiber = __tsan_create_fiber(0);
+    // TSan fibers are kept for the process (creating and destroying one per thread of every
+    // block costs more than the block): thread i of each block is fiber i, renamed.
+    static std::vector<void*> tsan_fibers;
+    if (tsan_fibers.size() <= static_cast<std::size_t>(i))
+      tsan_fibers.push_back(__tsan_create_fiber(0));
+    t->tsan_fiber = tsan_fibers[static_cast<std::size_t>(i)];
     __tsan_set_fiber_name(t->tsan_fiber, where(*t).c_str());
 #endif
     t->fiber = bctx::fiber(
@@ -568,10 +586,6 @@ bool run_block(Block& b, const std::function<void()>& body, std::mt19937_64& rng
     b.current = nullptr;
   }
   sanitize::acquire(&b.exit_sync);
-#if defined(FSEMU_TSAN)
-  for (auto& t : b.threads)
-    __tsan_destroy_fiber(t->tsan_fiber);
-#endif
   for (auto& t : b.threads)
     if (t->extra) delete_thread_extra(t->extra);
   b.threads.clear();
@@ -614,13 +628,36 @@ namespace sanitize {
 namespace {
 int g_bookkeeping_depth = 0;
 }
+#if defined(FSEMU_TSAN)
+namespace {
+// The context TSan runs as: a thread (also while the scheduler tests what it waits for), or the
+// scheduler.
+int& ignore_depth() {
+  return g_block && g_block->current ? g_block->current->ignore_depth : g_scheduler_ignore_depth;
+}
+}  // namespace
+void ignore_begin() {
+  if (ignore_depth()++ == 0) __tsan_ignore_thread_begin();
+}
+void ignore_end() {
+  if (--ignore_depth() == 0) __tsan_ignore_thread_end();
+}
+Visible::Visible() : saved_(ignore_depth()) {
+  if (saved_ > 0) __tsan_ignore_thread_end();
+  ignore_depth() = 0;
+}
+Visible::~Visible() {
+  ignore_depth() = saved_;
+  if (saved_ > 0) __tsan_ignore_thread_begin();
+}
+#endif
 Bookkeeping::Bookkeeping() {
   if (g_bookkeeping_depth++ > 0) return;
 #if defined(FSEMU_ASAN)
   if (g_block) __asan_unpoison_memory_region(g_block->window.base, g_block->window.size);
 #endif
 #if defined(FSEMU_TSAN)
-  __tsan_ignore_thread_begin();
+  ignore_begin();
 #endif
 }
 Bookkeeping::~Bookkeeping() {
@@ -629,7 +666,7 @@ Bookkeeping::~Bookkeeping() {
   if (g_block) poison_window(*g_block);
 #endif
 #if defined(FSEMU_TSAN)
-  __tsan_ignore_thread_end();
+  ignore_end();
 #endif
 }
 }  // namespace sanitize

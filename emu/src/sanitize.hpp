@@ -6,11 +6,16 @@
 //               fiber stack switches are announced, the shared-memory window outside the
 //               block's dynamic shared memory is poisoned, cudaMalloc allocates exactly the
 //               bytes asked for (so the heap redzone starts where the buffer ends).
-//   FSEMU_TSAN  set by emu/sanitize.cmake for fsemu_tsan, which is compiled *without*
-//               -fsanitize=thread (its own bookkeeping is single-OS-threaded: instrumenting it
-//               would only report noise) and linked into programs whose kernels are: each CUDA
-//               thread is a TSan fiber, and the emulator's barriers, collectives, mbarriers and
-//               copies become happens-before edges (__tsan_release / __tsan_acquire).
+//   FSEMU_TSAN  set by emu/sanitize.cmake for fsemu_tsan, whose runtime, copies and cudart are
+//               compiled *without* -fsanitize=thread (their bookkeeping is single-OS-threaded:
+//               instrumenting it would only report noise), its instruction models and
+//               warp-collective intrinsics (src/model/, device.cpp) with it, and which is linked
+//               into programs whose kernels are: each CUDA thread is a TSan fiber named after it,
+//               the fibers' switches do not order anything, and the emulator's barriers,
+//               collectives, mbarriers and copy landings become happens-before edges
+//               (__tsan_release / __tsan_acquire). The emulator's own accesses made through
+//               malloc / memcpy on behalf of a thread are ignored (IgnoreAccesses), but for those
+//               the hardware would make (Visible: a copy landing, a TMA tile, an operand read).
 #pragma once
 
 #include <cstddef>
@@ -51,18 +56,44 @@ inline void acquire(const void*) {}
 inline void read_range(const void*, std::size_t) {}
 #endif
 
-/// For the scope of one object (TSan): the running context's reads and writes are not the CUDA
-/// thread's (the emulator's bookkeeping copies of shared memory).
+/// TSan: the emulator's own reads and writes (the bookkeeping of copies, barriers and wgmma
+/// groups, which different CUDA threads touch through malloc and memcpy) are not the kernel's:
+/// each entry point from the device shim that keeps such state ignores them for its scope, and
+/// marks what the hardware would do for the thread (a copy landing, a TMA store reading shared
+/// memory) Visible. Scopes nest, per CUDA thread (fsemu/runtime.cpp keeps the depth).
+#if defined(FSEMU_TSAN)
+void ignore_begin();
+void ignore_end();
+#endif
 class IgnoreAccesses {
  public:
 #if defined(FSEMU_TSAN)
-  IgnoreAccesses() { __tsan_ignore_thread_begin(); }
-  ~IgnoreAccesses() { __tsan_ignore_thread_end(); }
+  IgnoreAccesses() {
+    ignore_begin();
+  }
+  ~IgnoreAccesses() {
+    ignore_end();
+  }
 #else
   IgnoreAccesses() {}
 #endif
   IgnoreAccesses(const IgnoreAccesses&) = delete;
   IgnoreAccesses& operator=(const IgnoreAccesses&) = delete;
+};
+class Visible {
+ public:
+#if defined(FSEMU_TSAN)
+  Visible();
+  ~Visible();
+
+ private:
+  int saved_;
+#else
+  Visible() {}
+#endif
+ public:
+  Visible(const Visible&) = delete;
+  Visible& operator=(const Visible&) = delete;
 };
 
 /// For the scope of one object: the emulator's own access to the block's shared-memory window

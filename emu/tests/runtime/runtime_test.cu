@@ -168,7 +168,7 @@ TEST_CASE("runtime: lanes that reach different warp-collective operations are re
   CHECK_THAT(mask, ContainsSubstring("does not include the calling lane 3"));
 }
 
-TEST_CASE("runtime: a cp.async lands at its wait; read before it, the destination is poison") {
+TEST_CASE("runtime: a cp.async lands at its wait, and read before it the destination is poison") {
   std::vector<float> in(4 * 32), out(4 * 32, 0.0f);
   for (std::size_t i = 0; i < in.size(); ++i)
     in[i] = static_cast<float>(i);
