@@ -213,3 +213,42 @@ flashsteps_fault(07_missing_store_barrier STAGE 07_hopper
   FROM [=[    ptx::named_barrier_sync(kBarStore + cw, Tile::kWarpgroupThreads);]=]
   TO   [=[    // (planted fault: the store barrier is gone)]=]
   EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+
+# ---- Missing barriers between warps that run in step (caught since the scheduler lets each
+# warp run ahead of the others: emu/src/runtime.cpp, run_block) -------------------------------
+flashsteps_fault(03_missing_barrier_a STAGE 03_online_softmax
+  BREAKS "no barrier (A): warps multiply with K_j rows other warps have not loaded yet"
+  FROM [=[    __syncthreads();  // (A) K_j is complete before any warp multiplies with it]=]
+  TO   [=[    // (planted fault: barrier (A) is gone)]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+
+flashsteps_fault(03_missing_barrier_b STAGE 03_online_softmax
+  BREAKS "no barrier (B): V_j overwrites the K_j buffer while other warps still multiply with it"
+  FROM [=[    // warp stored is visible to all of its lanes (the softmax reads it in a different layout).
+    __syncthreads();]=]
+  TO   [=[    // warp stored is visible to all of its lanes (the softmax reads it in a different layout).
+    // (planted fault: barrier (B) is gone)]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+
+flashsteps_fault(03_missing_barrier_c STAGE 03_online_softmax
+  BREAKS "no barrier (C): warps multiply P with V_j rows other warps have not loaded yet"
+  FROM [=[    // the warp's fragment loads below.
+    __syncthreads();]=]
+  TO   [=[    // the warp's fragment loads below.
+    // (planted fault: barrier (C) is gone)]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+
+flashsteps_fault(03_missing_barrier_d STAGE 03_online_softmax
+  BREAKS "no barrier (D): K_{j+1} overwrites V_j while other warps still multiply with it"
+  FROM [=[    // tile, the O strips stored above are visible to the epilogue's lanes.
+    __syncthreads();]=]
+  TO   [=[    // tile, the O strips stored above are visible to the epilogue's lanes.
+    // (planted fault: barrier (D) is gone)]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+
+flashsteps_fault(02_missing_barrier_before_staging STAGE 02_wmma
+  BREAKS "no barrier before the S staging tile overwrites Q and K that other warps still read"
+  FROM [=[    __syncthreads();  // every warp is done with Q and K: the staging tile overwrites them]=]
+  TO   [=[    // (planted fault: the barrier before the staging tile overwrites Q and K is gone)]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+

@@ -36,7 +36,9 @@ struct Thread {
   bctx::fiber scheduler;  // the scheduler, while the thread runs
   bool done = false;
   bool waiting = false;
-  std::function<bool()> ready;
+  std::function<bool()> ready;           // the wait's condition, or empty when it watches a word:
+  const std::uint64_t* watch = nullptr;  // it waits until *watch != watch_value (a generation)
+  std::uint64_t watch_value = 0;
   std::function<std::string()> what;
   ThreadExtra* extra = nullptr;
   bctx::stack_context stack{};  // its fiber's stack (the sanitizer builds announce switches to it)
@@ -51,13 +53,16 @@ struct Thread {
 };
 
 struct NamedBarrier {
-  int expected = 0;  // threads, 0 while no one has arrived
+  int id = 0;
+  const char* what = "";  // the operation its waiters are in (for a deadlock report)
+  int expected = 0;       // threads, 0 while no one has arrived
   int arrived = 0;
   std::uint64_t generation = 0;
   char sync[4] = {};  // TSan: happens-before through sync[generation % 4] (sanitize.hpp)
 };
 
 struct Collective {
+  bool warp = true;  // a warp's (or a warpgroup's)
   const char* what = nullptr;
   std::uint32_t mask = 0;
   std::bitset<128> arrived;
@@ -273,6 +278,22 @@ void wait_until(const std::function<bool()>& ready, const std::function<std::str
   suspend();
 }
 
+namespace {
+// Suspends the calling thread until *word changes from `value`: the scheduler checks the word
+// itself, without calling a predicate (barriers and collectives, the most frequent waits).
+void wait_for_change(const std::uint64_t* word, std::uint64_t value,
+                     std::function<std::string()> what) {
+  if (*word != value) return;
+  Thread& t = current();
+  t.waiting = true;
+  t.ready = nullptr;
+  t.watch = word;
+  t.watch_value = value;
+  t.what = std::move(what);
+  suspend();
+}
+}  // namespace
+
 void fault(const std::string& message) {
   Block& b = block();
   if (b.failure.empty()) {
@@ -307,21 +328,14 @@ void bar_sync(int id, int count, const char* what) {
     sanitize::acquire(sync);
     return;
   }
-  wait_until(
-      [&b, &bar, gen, all] {
-        if (bar.generation != gen) return true;
-        if (barrier_complete(b, bar, all)) {  // the last threads exited instead of arriving
-          bar.arrived = 0;
-          ++bar.generation;
-          return true;
-        }
-        return false;
-      },
-      [&bar, id, what] {
-        return std::string(what) + " (barrier " + std::to_string(id) + ": " +
-               std::to_string(bar.arrived) + " of " + std::to_string(bar.expected) +
-               " threads arrived)";
-      });
+  // (Barrier 0 completes also when its last missing threads exit: see the thread's exit.)
+  bar.id = id;
+  bar.what = what;
+  wait_for_change(&bar.generation, gen, [&bar] {
+    return std::string(bar.what) + " (barrier " + std::to_string(bar.id) + ": " +
+           std::to_string(bar.arrived) + " of " + std::to_string(bar.expected) +
+           " threads arrived)";
+  });
   sanitize::acquire(sync);
 }
 
@@ -395,12 +409,11 @@ void collective(Scope scope, std::uint32_t mask, const char* what, void* my_args
     ++c.generation;
     return;
   }
-  wait_until([&c, gen] { return c.generation != gen; },
-             [&c, what, warp] {
-               return std::string(what) + " (" + std::to_string(c.arrived.count()) + " of the " +
-                      (warp ? "warp's lanes in the mask" : "warpgroup's 128 threads") +
-                      " have arrived)";
-             });
+  c.warp = warp;
+  wait_for_change(&c.generation, gen, [&c] {
+    return std::string(c.what) + " (" + std::to_string(c.arrived.count()) + " of the " +
+           (c.warp ? "warp's lanes in the mask" : "warpgroup's 128 threads") + " have arrived)";
+  });
   sanitize::acquire(sync);
 }
 
@@ -476,6 +489,13 @@ bool run_block(Block& b, const std::function<void()>& body, std::mt19937_64& rng
           }
           self_ptr->done = true;
           ++b.exited;
+          // __syncthreads counts exited threads as arrived: the exit may complete barrier 0.
+          if (NamedBarrier& bar0 = b.bars[0]; bar0.arrived > 0 &&
+                                              bar0.expected == static_cast<int>(b.threads.size()) &&
+                                              barrier_complete(b, bar0, true)) {
+            bar0.arrived = 0;
+            ++bar0.generation;
+          }
           sanitize::release(&b.exit_sync);
           switching_to_scheduler(*self_ptr, true);
           return std::move(self_ptr->scheduler);
@@ -495,16 +515,34 @@ bool run_block(Block& b, const std::function<void()>& body, std::mt19937_64& rng
   std::vector<int> warp_order(static_cast<std::size_t>(nwarps));
   std::iota(warp_order.begin(), warp_order.end(), 0);
   std::shuffle(warp_order.begin(), warp_order.end(), rng);
-  for (int w : warp_order)
-    for (int l = 0; l < 32 && w * 32 + l < n; ++l)
+  std::vector<std::size_t> segment;  // for each position in `order`, where its warp starts
+  for (int w : warp_order) {
+    const std::size_t start = order.size();
+    for (int l = 0; l < 32 && w * 32 + l < n; ++l) {
       order.push_back(w * 32 + l);
+      segment.push_back(start);
+    }
+  }
 
+  // Scheduling: a warp runs as far as it can before the next warp in the drawn order runs. The
+  // scan resumes the first runnable thread from `from`, which stays at the start of the warp that
+  // ran last; only when no thread from there on can run does it go back to the first warp. So
+  // between two block-wide synchronisations every warp runs alone, as far ahead of the others
+  // as the kernel allows, and a missing barrier shows: the warp that runs ahead reads another
+  // warp's data before it is written (poison), or overwrites data another warp has yet to read.
+  std::size_t from = 0;
   int live = n;
   while (live > 0 && b.failure.empty()) {
     bool progress = false;
-    for (int i : order) {
+    for (std::size_t k = from; k < order.size(); ++k) {
+      const int i = order[k];
       Thread& t = *b.threads[static_cast<std::size_t>(i)];
       if (t.done) continue;
+      if (t.waiting && t.watch) {
+        if (*t.watch == t.watch_value) continue;
+        t.watch = nullptr;
+        t.waiting = false;
+      }
       if (t.waiting) {
         b.current = &t;  // predicates may call into the shim (mbarrier landing copies)
 #if defined(FSEMU_TSAN)
@@ -533,7 +571,12 @@ bool run_block(Block& b, const std::function<void()>& body, std::mt19937_64& rng
       b.current = nullptr;
       progress = true;
       if (t.done) --live;
-      if (!b.failure.empty()) break;
+      from = segment[k];
+      break;
+    }
+    if (!progress && from > 0) {  // nothing from this warp on: back to the first warp
+      from = 0;
+      continue;
     }
     if (!progress && b.failure.empty()) {
       std::ostringstream s;
