@@ -48,12 +48,10 @@
 #include <mma.h>
 
 #include <cstdint>
-#include <string>
 #include <type_traits>
 
 #include "flashsteps/cuda/dtype.cuh"
 #include "flashsteps/cuda/launch.cuh"
-#include "flashsteps/cuda_check.hpp"
 #include "flashsteps/mask.hpp"
 #include "kernels.cuh"
 
@@ -305,44 +303,13 @@ __global__ void __launch_bounds__(OnlineSoftmaxTraits<kD>::kThreads)
 
 }  // namespace
 
-template <class T, int kD, bool kCausal>
-void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
-  using Tile = OnlineSoftmaxTraits<kD>;
-  const std::int64_t blocks = sh.bh * sh.tr;  // <= kMaxBlocks, checked by supports()
-  const dim3 grid(static_cast<unsigned>(blocks));
-  const dim3 block(Tile::kThreads);
-  FS_CUDA_CHECK(launch_kernel(fused_attention_kernel<T, kD, kCausal>, grid, block, Tile::kSmemBytes,
-                              stream, static_cast<const T*>(a.q), static_cast<const T*>(a.k),
-                              static_cast<const T*>(a.v), static_cast<T*>(a.o), a.lse, sh));
+template <class T, class Tile, bool kCausal>
+Kernel::Fn<T> Kernel::of() {
+  return fused_attention_kernel<T, Tile::D, kCausal>;
 }
-
-template <class T, int kD, bool kCausal>
-void set_smem_limit() {
-  FS_CUDA_CHECK(allow_dynamic_smem(fused_attention_kernel<T, kD, kCausal>,
-                                   OnlineSoftmaxTraits<kD>::kSmemBytes));
-}
-
-template <class T, int kD, bool kCausal>
-std::vector<KernelLaunchInfo> kernel_list(const Shape&) {
-  const std::string tag =
-      "<d" + std::to_string(kD) + "," + dtype_name<T>() + (kCausal ? ",causal>" : ">");
-  return {{"fused_attention" + tag,
-           reinterpret_cast<const void*>(&fused_attention_kernel<T, kD, kCausal>),
-           OnlineSoftmaxTraits<kD>::kThreads, OnlineSoftmaxTraits<kD>::kSmemBytes}};
-}
-
-#define FS_INSTANTIATE(T, D, C)                                                     \
-  template void enqueue<T, D, C>(const Shape&, const AttentionArgs&, cudaStream_t); \
-  template void set_smem_limit<T, D, C>();                                          \
-  template std::vector<KernelLaunchInfo> kernel_list<T, D, C>(const Shape&);
-FS_INSTANTIATE(__half, 64, false)
-FS_INSTANTIATE(__half, 64, true)
-FS_INSTANTIATE(__half, 128, false)
-FS_INSTANTIATE(__half, 128, true)
-FS_INSTANTIATE(__nv_bfloat16, 64, false)
-FS_INSTANTIATE(__nv_bfloat16, 64, true)
-FS_INSTANTIATE(__nv_bfloat16, 128, false)
-FS_INSTANTIATE(__nv_bfloat16, 128, true)
-#undef FS_INSTANTIATE
+FS_EXPORT_KERNELS(__half, OnlineSoftmaxTraits<64>)
+FS_EXPORT_KERNELS(__half, OnlineSoftmaxTraits<128>)
+FS_EXPORT_KERNELS(__nv_bfloat16, OnlineSoftmaxTraits<64>)
+FS_EXPORT_KERNELS(__nv_bfloat16, OnlineSoftmaxTraits<128>)
 
 }  // namespace flashsteps::online_softmax

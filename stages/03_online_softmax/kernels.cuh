@@ -1,6 +1,6 @@
 // stages/03_online_softmax/kernels.cuh — what the fused stage's kernel file exports to its
 // launcher: the tile traits (sizes, shared-memory layout, the assumptions behind them) and the
-// enqueue / setup entry points, one instantiation per (dtype, head dim, causal).
+// kernel itself (struct Kernel: one variant per dtype, head dim and causal flag).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -9,10 +9,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #include "flashsteps/cuda/dtype.cuh"
-#include "flashsteps/stage.hpp"
+#include "flashsteps/fused_stage.cuh"
 
 namespace flashsteps::online_softmax {
 
@@ -123,19 +122,14 @@ struct Shape {
   float scale_log2;  // softmax scale * log2(e)
 };
 
-/// Largest grid the launch uses: B*H*Tr blocks on gridDim.x.
-inline constexpr std::int64_t kMaxBlocks = 0x7fffffff;
-
-/// Enqueues the fused kernel on `stream`.
-template <class T, int kD, bool kCausal>
-void enqueue(const Shape& shape, const AttentionArgs& args, cudaStream_t stream);
-
-/// Raises the kernel's dynamic shared-memory limit to what it needs (once, in Stage::setup()).
-template <class T, int kD, bool kCausal>
-void set_smem_limit();
-
-/// The kernel as launched for `shape`.
-template <class T, int kD, bool kCausal>
-std::vector<KernelLaunchInfo> kernel_list(const Shape& shape);
+/// What kernels.cu exports to the launcher (flashsteps/fused_stage.cuh): the kernel's signature
+/// and its __global__ function for each variant <dtype, tile, causal> the launcher runs.
+struct Kernel {
+  using Shape = online_softmax::Shape;
+  template <class T>
+  using Fn = FusedKernel<T, Shape>;
+  template <class T, class Tile, bool kCausal>
+  static Fn<T> of();
+};
 
 }  // namespace flashsteps::online_softmax

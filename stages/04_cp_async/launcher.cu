@@ -1,12 +1,9 @@
-// stages/04_cp_async/launcher.cu — the cp.async stage as a flashsteps::Stage: its limits (head
-// dims, shared memory, grid size, alignment), the tile it picks for the device, the one-time
-// shared-memory opt-in, and the one place the runtime dtype, head dim and causal flag become
-// template arguments.
+// stages/04_cp_async/launcher.cu — the cp.async stage as a flashsteps::Stage. What every fused
+// stage shares (limits, shared-memory opt-in, dispatch, launch) is flashsteps/fused_stage.cuh;
+// this stage's decision is the tile per head dim and device.
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 
-#include "flashsteps/cuda/dtype.cuh"
+#include "flashsteps/fused_stage.cuh"
 #include "kernels.cuh"
 
 namespace flashsteps {
@@ -24,96 +21,21 @@ bool wide_d128_fits(const DeviceInfo& dev) {
 }
 //! [pick_tile]
 
-/// Calls f.template operator()<T, Tile, kCausal>() for the problem's dtype, head dim and mask.
-/// `head_dim` must be one of SupportedHeadDims (supports_problem() has refused the others).
-template <class F>
-decltype(auto) dispatch_variant(DType dtype, std::int64_t head_dim, bool wide_d128, bool causal,
-                                F&& f) {
-  return dispatch_dtype(dtype, [&]<class T>() -> decltype(auto) {
-    return dispatch_bool(causal, [&]<bool kCausal>() -> decltype(auto) {
-      if (head_dim == 64) return f.template operator()<T, TileD64, kCausal>();
-      if (wide_d128) return f.template operator()<T, TileD128, kCausal>();
-      return f.template operator()<T, TileD128Narrow, kCausal>();
-    });
-  });
-}
-
-std::size_t smem_bytes(std::int64_t head_dim, bool wide_d128) {
-  if (head_dim == 64) return TileD64::kSmemBytes;
-  return wide_d128 ? TileD128::kSmemBytes : TileD128Narrow::kSmemBytes;
-}
-
-class CpAsyncStage final : public Stage {
+class CpAsyncStage final : public FusedStage<CpAsyncStage, cp_async::Kernel> {
  public:
   std::string_view name() const override { return "04_cp_async"; }
   std::string_view title() const override { return "Asynchronous prefetch with cp.async"; }
 
-  Support supports_problem(const Problem& p) const override {
-    if (std::string why = cp_async::SupportedHeadDims::why_not(p.head_dim); !why.empty())
-      return Support::no(why);
-    return Support::yes();
-  }
+  using HeadDims = cp_async::SupportedHeadDims;
+  static constexpr const char* kKernelName = "fused_attention_cp_async";
+  static constexpr const char* kSmemHolds = "a ring of 2 K/V stages";
 
-  Support supports(const Problem& p, const DeviceInfo& dev) const override {
-    const auto smem = static_cast<std::int64_t>(smem_bytes(p.head_dim, wide_d128_fits(dev)));
-    if (Support s = fits_shared_memory(
-            smem, "D " + std::to_string(p.head_dim) + ", a ring of 2 K/V stages", dev);
-        !s)
-      return s;
-    return fits_grid(p.batch_heads() * tiles_q(p), cp_async::kMaxBlocks,
-                     "B*H*ceil(Sq/" + std::to_string(TileD64::Br) + ")");
-  }
-
-  // Picks the D = 128 tile for this device and raises the dynamic shared-memory limit of every
-  // instantiation it can hold; supports() refuses the others before they are ever launched.
-  void setup(const DeviceInfo& dev) override {
-    wide_d128_ = wide_d128_fits(dev);
-    cp_async::SupportedHeadDims::for_each([&]<int kD>() {
-      for (DType t : {DType::fp16, DType::bf16})
-        for (bool causal : {false, true}) {
-          if (static_cast<std::int64_t>(smem_bytes(kD, wide_d128_)) > dev.smem_optin_per_block)
-            continue;
-          dispatch_variant(t, kD, wide_d128_, causal, [&]<class T, class Tile, bool kCausal>() {
-            cp_async::set_smem_limit<T, Tile, kCausal>();
-          });
-        }
-    });
-  }
-
-  void launch(const Problem& p, const AttentionArgs& args, cudaStream_t stream) const override {
-    if (std::string why = cp_async::SupportedHeadDims::why_not(p.head_dim); !why.empty())
-      throw std::invalid_argument(std::string(name()) + ": " + why);
-    // The kernel copies Q, K, V and O in 16-byte pieces (cp.async needs 16-byte aligned sources;
-    // cudaMalloc gives 256 bytes, a view into the middle of a tensor may not).
-    require_aligned(name(), args, 16);
-    dispatch_variant(p.dtype, p.head_dim, wide_d128_, p.causal,
-                     [&]<class T, class Tile, bool kCausal>() {
-                       cp_async::enqueue<T, Tile, kCausal>(shape(p), args, stream);
-                     });
-  }
-
-  std::vector<KernelLaunchInfo> kernels(const Problem& p) const override {
-    if (!cp_async::SupportedHeadDims::contains(p.head_dim)) return {};
-    return dispatch_variant(p.dtype, p.head_dim, wide_d128_, p.causal,
-                            [&]<class T, class Tile, bool kCausal>() {
-                              return cp_async::kernel_list<T, Tile, kCausal>(shape(p));
-                            });
-  }
-
- private:
-  // The D = 128 tile setup() picked for the device; the narrow one, which fits every sm_80+
-  // device, until then.
-  bool wide_d128_ = false;
-
-  static std::int64_t tiles_q(const Problem& p) {
-    constexpr std::int64_t Br = TileD64::Br;
-    static_assert(TileD64::Br == TileD128::Br && TileD64::Br == TileD128Narrow::Br,
-                  "Tr is computed once for every tile configuration");
-    return ceil_div(p.seq_q, Br);
-  }
-  static cp_async::Shape shape(const Problem& p) {
-    return {p.batch_heads(), static_cast<int>(p.seq_q), static_cast<int>(p.seq_kv),
-            static_cast<int>(tiles_q(p)), p.softmax_scale() * kLog2e};
+  /// D = 64 has one tile; D = 128 the wide one where the device holds it (pick_tile above).
+  template <class F>
+  static decltype(auto) with_tile(std::int64_t head_dim, const DeviceInfo& dev, F&& f) {
+    if (head_dim == 64) return f.template operator()<TileD64>();
+    if (wide_d128_fits(dev)) return f.template operator()<TileD128>();
+    return f.template operator()<TileD128Narrow>();
   }
 };
 

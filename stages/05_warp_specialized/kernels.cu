@@ -64,13 +64,11 @@
 #include <nv/target>
 
 #include <cstdint>
-#include <string>
 #include <type_traits>
 
 #include "flashsteps/cuda/dtype.cuh"
 #include "flashsteps/cuda/launch.cuh"
 #include "flashsteps/cuda/watchdog.cuh"
-#include "flashsteps/cuda_check.hpp"
 #include "flashsteps/mask.hpp"
 #include "kernels.cuh"
 
@@ -478,45 +476,14 @@ __global__ void __launch_bounds__(Tile::kThreads)
 }  // namespace
 
 template <class T, class Tile, bool kCausal>
-void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
-  const std::int64_t blocks = sh.bh * sh.tr;  // <= kMaxBlocks, checked by supports()
-  const dim3 grid(static_cast<unsigned>(blocks));
-  const dim3 block(Tile::kThreads);
-  FS_CUDA_CHECK(launch_kernel(fused_attention_kernel<T, Tile, kCausal>, grid, block,
-                              Tile::kSmemBytes, stream, static_cast<const T*>(a.q),
-                              static_cast<const T*>(a.k), static_cast<const T*>(a.v),
-                              static_cast<T*>(a.o), a.lse, sh));
+Kernel::Fn<T> Kernel::of() {
+  return fused_attention_kernel<T, Tile, kCausal>;
 }
-
-template <class T, class Tile, bool kCausal>
-void set_smem_limit() {
-  FS_CUDA_CHECK(allow_dynamic_smem(fused_attention_kernel<T, Tile, kCausal>, Tile::kSmemBytes));
-}
-
-template <class T, class Tile, bool kCausal>
-std::vector<KernelLaunchInfo> kernel_list(const Shape&) {
-  const std::string tag = "<d" + std::to_string(Tile::D) + ",bc" + std::to_string(Tile::Bc) + "," +
-                          std::to_string(Tile::Stages) + "stages," +
-                          std::to_string(Tile::kProducers) + "producer," + dtype_name<T>() +
-                          (kCausal ? ",causal>" : ">");
-  return {{"fused_attention_ws" + tag,
-           reinterpret_cast<const void*>(&fused_attention_kernel<T, Tile, kCausal>), Tile::kThreads,
-           Tile::kSmemBytes}};
-}
-
-#define FS_INSTANTIATE(T, TILE, C)                                                     \
-  template void enqueue<T, TILE, C>(const Shape&, const AttentionArgs&, cudaStream_t); \
-  template void set_smem_limit<T, TILE, C>();                                          \
-  template std::vector<KernelLaunchInfo> kernel_list<T, TILE, C>(const Shape&);
-#define FS_INSTANTIATE_TILE(TILE)            \
-  FS_INSTANTIATE(__half, TILE, false)        \
-  FS_INSTANTIATE(__half, TILE, true)         \
-  FS_INSTANTIATE(__nv_bfloat16, TILE, false) \
-  FS_INSTANTIATE(__nv_bfloat16, TILE, true)
-FS_INSTANTIATE_TILE(TileD64)
-FS_INSTANTIATE_TILE(TileD128)
-FS_INSTANTIATE_TILE(TileD128Narrow)
-#undef FS_INSTANTIATE_TILE
-#undef FS_INSTANTIATE
+FS_EXPORT_KERNELS(__half, TileD64)
+FS_EXPORT_KERNELS(__nv_bfloat16, TileD64)
+FS_EXPORT_KERNELS(__half, TileD128)
+FS_EXPORT_KERNELS(__nv_bfloat16, TileD128)
+FS_EXPORT_KERNELS(__half, TileD128Narrow)
+FS_EXPORT_KERNELS(__nv_bfloat16, TileD128Narrow)
 
 }  // namespace flashsteps::warp_specialized

@@ -1,7 +1,7 @@
 // stages/05_warp_specialized/kernels.cuh — what the warp-specialized stage's kernel file exports to
 // its launcher: the tile traits (sizes, roles, the shared-memory ring and its barriers, the
-// assumptions behind them), the tile configurations the launcher chooses from, and the enqueue /
-// setup entry points, one instantiation per (dtype, tile configuration, causal).
+// assumptions behind them), the tile configurations the launcher chooses from, and the kernel
+// itself (struct Kernel: one variant per dtype, tile configuration and causal flag).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -10,10 +10,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #include "flashsteps/cuda/dtype.cuh"
-#include "flashsteps/stage.hpp"
+#include "flashsteps/fused_stage.cuh"
 
 namespace flashsteps::warp_specialized {
 
@@ -159,19 +158,14 @@ struct Shape {
   float scale_log2;  // softmax scale * log2(e)
 };
 
-/// Largest grid the launch uses: B*H*Tr blocks on gridDim.x.
-inline constexpr std::int64_t kMaxBlocks = 0x7fffffff;
-
-/// Enqueues the warp-specialized kernel on `stream`.
-template <class T, class Tile, bool kCausal>
-void enqueue(const Shape& shape, const AttentionArgs& args, cudaStream_t stream);
-
-/// Raises the kernel's dynamic shared-memory limit to what it needs (once, in Stage::setup()).
-template <class T, class Tile, bool kCausal>
-void set_smem_limit();
-
-/// The kernel as launched for `shape`.
-template <class T, class Tile, bool kCausal>
-std::vector<KernelLaunchInfo> kernel_list(const Shape& shape);
+/// What kernels.cu exports to the launcher (flashsteps/fused_stage.cuh): the kernel's signature
+/// and its __global__ function for each variant <dtype, tile, causal> the launcher runs.
+struct Kernel {
+  using Shape = warp_specialized::Shape;
+  template <class T>
+  using Fn = FusedKernel<T, Shape>;
+  template <class T, class Tile, bool kCausal>
+  static Fn<T> of();
+};
 
 }  // namespace flashsteps::warp_specialized

@@ -73,13 +73,11 @@
 #include <cuda/pipeline>
 
 #include <cstdint>
-#include <string>
 #include <type_traits>
 
 #include "flashsteps/cuda/dtype.cuh"
 #include "flashsteps/cuda/launch.cuh"
 #include "flashsteps/cuda/ptx.cuh"
-#include "flashsteps/cuda_check.hpp"
 #include "flashsteps/mask.hpp"
 #include "kernels.cuh"
 
@@ -487,47 +485,13 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocksPerSm)
 
 }  // namespace
 
-template <class T, int kD, bool kCausal>
-void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
-  using Tile = TileFor<kD>;
-  const std::int64_t blocks = sh.bh * sh.tr;  // <= kMaxBlocks, checked by supports()
-  const dim3 grid(static_cast<unsigned>(blocks));
-  const dim3 block(Tile::kThreads);
-  FS_CUDA_CHECK(launch_kernel(fused_attention_kernel<T, Tile, kCausal>, grid, block,
-                              Tile::kSmemBytes, stream, static_cast<const T*>(a.q),
-                              static_cast<const T*>(a.k), static_cast<const T*>(a.v),
-                              static_cast<T*>(a.o), a.lse, sh));
+template <class T, class Tile, bool kCausal>
+Kernel::Fn<T> Kernel::of() {
+  return fused_attention_kernel<T, Tile, kCausal>;
 }
-
-template <class T, int kD, bool kCausal>
-void set_smem_limit() {
-  using Tile = TileFor<kD>;
-  FS_CUDA_CHECK(allow_dynamic_smem(fused_attention_kernel<T, Tile, kCausal>, Tile::kSmemBytes));
-}
-
-template <class T, int kD, bool kCausal>
-std::vector<KernelLaunchInfo> kernel_list(const Shape&) {
-  using Tile = TileFor<kD>;
-  const std::string tag = "<d" + std::to_string(Tile::D) + ",bc" + std::to_string(Tile::Bc) + "," +
-                          std::to_string(Tile::Stages) + "stages," + dtype_name<T>() +
-                          (kCausal ? ",causal>" : ">");
-  return {{"fused_attention_registers" + tag,
-           reinterpret_cast<const void*>(&fused_attention_kernel<T, Tile, kCausal>), Tile::kThreads,
-           Tile::kSmemBytes}};
-}
-
-#define FS_INSTANTIATE(T, D, C)                                                     \
-  template void enqueue<T, D, C>(const Shape&, const AttentionArgs&, cudaStream_t); \
-  template void set_smem_limit<T, D, C>();                                          \
-  template std::vector<KernelLaunchInfo> kernel_list<T, D, C>(const Shape&);
-#define FS_INSTANTIATE_D(D)               \
-  FS_INSTANTIATE(__half, D, false)        \
-  FS_INSTANTIATE(__half, D, true)         \
-  FS_INSTANTIATE(__nv_bfloat16, D, false) \
-  FS_INSTANTIATE(__nv_bfloat16, D, true)
-FS_INSTANTIATE_D(64)
-FS_INSTANTIATE_D(128)
-#undef FS_INSTANTIATE_D
-#undef FS_INSTANTIATE
+FS_EXPORT_KERNELS(__half, TileD64)
+FS_EXPORT_KERNELS(__nv_bfloat16, TileD64)
+FS_EXPORT_KERNELS(__half, TileD128)
+FS_EXPORT_KERNELS(__nv_bfloat16, TileD128)
 
 }  // namespace flashsteps::registers

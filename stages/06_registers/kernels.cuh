@@ -1,7 +1,7 @@
 // stages/06_registers/kernels.cuh — what the register-resident stage's kernel file exports to its
 // launcher: the tile traits (sizes, the swizzled shared-memory ring, the assumptions behind them),
-// the tile each head dim runs, and the enqueue / setup entry points, one instantiation per
-// (dtype, head dim, causal).
+// the tile each head dim runs, and the kernel itself (struct Kernel: one variant per dtype, tile
+// and causal flag).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -11,10 +11,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
-#include <vector>
 
 #include "flashsteps/cuda/dtype.cuh"
-#include "flashsteps/stage.hpp"
+#include "flashsteps/fused_stage.cuh"
 
 namespace flashsteps::registers {
 
@@ -134,19 +133,14 @@ struct Shape {
   float scale_log2;  // softmax scale * log2(e)
 };
 
-/// Largest grid the launch uses: B*H*Tr blocks on gridDim.x.
-inline constexpr std::int64_t kMaxBlocks = 0x7fffffff;
-
-/// Enqueues the kernel on `stream`.
-template <class T, int kD, bool kCausal>
-void enqueue(const Shape& shape, const AttentionArgs& args, cudaStream_t stream);
-
-/// Raises the kernel's dynamic shared-memory limit to what it needs (once, in Stage::setup()).
-template <class T, int kD, bool kCausal>
-void set_smem_limit();
-
-/// The kernel as launched for `shape`.
-template <class T, int kD, bool kCausal>
-std::vector<KernelLaunchInfo> kernel_list(const Shape& shape);
+/// What kernels.cu exports to the launcher (flashsteps/fused_stage.cuh): the kernel's signature
+/// and its __global__ function for each variant <dtype, tile, causal> the launcher runs.
+struct Kernel {
+  using Shape = registers::Shape;
+  template <class T>
+  using Fn = FusedKernel<T, Shape>;
+  template <class T, class Tile, bool kCausal>
+  static Fn<T> of();
+};
 
 }  // namespace flashsteps::registers

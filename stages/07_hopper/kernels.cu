@@ -73,29 +73,33 @@
 // softmax with tensor work today (FA3 gets both; expect a few % from fixing it).
 // =================================================================================================
 #include <cuda.h>  // CUtensorMap and its enums (header only: the encoder comes via the runtime)
-#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled_v12000
 #include <cuda/ptx>
 
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 #include <type_traits>
 
 #include "flashsteps/cuda/dtype.cuh"
 #include "flashsteps/cuda/launch.cuh"
 #include "flashsteps/cuda/ptx.cuh"
 #include "flashsteps/cuda/watchdog.cuh"
-#include "flashsteps/cuda_check.hpp"
 #include "flashsteps/mask.hpp"
 #include "kernels.cuh"
 
 namespace flashsteps::hopper {
 namespace {
 
-// Named barriers (0 is __syncthreads()). kBarTurn + c: consumer c's turn to issue its wgmmas
-// (256 threads: both consumers). kBarStore + c: consumer c's staged O is complete (128 threads).
-constexpr int kBarTurn = 1;
-constexpr int kBarStore = 3;
+// The named barriers (bar.sync / bar.arrive ids; 0 is __syncthreads()'s), one meaning per id.
+// Each kind comes in a pair, one per consumer warpgroup c = 0, 1, and consumer c's barrier is
+// its pair's first id + c: kBarTurn + cw, kBarStore + cw.
+enum NamedBarrier : int {
+  kBarTurn = 1,            // consumer 0's turn to issue its wgmmas (256 threads: both consumers)
+  kBarTurnConsumer1 = 2,   // consumer 1's turn to issue its wgmmas (256 threads: both consumers)
+  kBarStore = 3,           // consumer 0's staged O is complete (128 threads: its warpgroup)
+  kBarStoreConsumer1 = 4,  // consumer 1's staged O is complete (128 threads: its warpgroup)
+};
+static_assert(kBarTurnConsumer1 == kBarTurn + 1 && kBarStoreConsumer1 == kBarStore + 1,
+              "consumer c's barrier of a pair is the pair's first id + c");
+static_assert(kBarStoreConsumer1 < 16, "a block has 16 named barriers, ids 0 to 15");
 
 //! [barriers]
 // Waits until the mbarrier's phase with parity `parity` has completed. mbarrier.try_wait.parity
@@ -532,110 +536,15 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
   }
 }
 
-//! [tensor_maps]
-// cuTensorMapEncodeTiled is a driver API function; the runtime hands out its address
-// (cudaGetDriverEntryPointByVersion), so the stage needs no -lcuda and still links on a machine
-// without a driver. Looked up once.
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult status{};
-    FS_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
-                                                   cudaEnableDefault, &status));
-    if (status != cudaDriverEntryPointSuccess || p == nullptr)
-      throw std::runtime_error("07_hopper: the driver has no cuTensorMapEncodeTiled (CUDA 12+)");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
-
-// A 3-D map over a [B*H, rows, D] tensor of 16-bit elements: dimensions innermost first (D, rows,
-// B*H), box (64 columns, box_rows, 1 head), 128-byte swizzle, out-of-bounds elements read as zero.
-template <class T>
-CUtensorMap make_tensor_map(const void* base, std::int64_t bh, int rows, int d, int box_rows) {
-  const CUtensorMapDataType type = std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                             : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(rows),
-                              static_cast<cuuint64_t>(bh)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(d) * 2,  // bytes, of dims 1 and 2
-                                 static_cast<cuuint64_t>(rows) * d * 2};
-  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(box_rows), 1};
-  const cuuint32_t elem_strides[3] = {1, 1, 1};
-  CUtensorMap map{};
-  const CUresult r =
-      tensor_map_encoder()(&map, type, 3, const_cast<void*>(base), dims, strides, box, elem_strides,
-                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    throw std::runtime_error("07_hopper: cuTensorMapEncodeTiled failed (CUresult " +
-                             std::to_string(static_cast<int>(r)) + ")");
-  }
-  return map;
-}
-//! [tensor_maps]
-
 }  // namespace
 
-template <class T, int kD, bool kCausal>
-void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
-  using Tile = TileFor<kD>;
-  // Host-side encoding only (no allocation, no synchronization): 4 x 128-byte kernel parameters.
-  const CUtensorMap tm_q = make_tensor_map<T>(a.q, sh.bh, sh.sq, kD, Tile::Br);
-  const CUtensorMap tm_k = make_tensor_map<T>(a.k, sh.bh, sh.skv, kD, Tile::Bc);
-  const CUtensorMap tm_v = make_tensor_map<T>(a.v, sh.bh, sh.skv, kD, Tile::Bc);
-  const CUtensorMap tm_o = make_tensor_map<T>(a.o, sh.bh, sh.sq, kD, Tile::kConsumerRows);
-  const std::int64_t blocks = sh.bh * sh.tr;  // <= kMaxBlocks, checked by supports()
-  const dim3 grid(static_cast<unsigned>(blocks));
-  const dim3 block(Tile::kThreads);
-  FS_CUDA_CHECK(launch_kernel(fused_attention_kernel<T, Tile, kCausal>, grid, block,
-                              Tile::kSmemBytes, stream, tm_q, tm_k, tm_v, tm_o, a.lse, sh));
+template <class T, class Tile, bool kCausal>
+Kernel::Fn<T> Kernel::of() {
+  return fused_attention_kernel<T, Tile, kCausal>;
 }
-
-template <class T, int kD, bool kCausal>
-void set_smem_limit() {
-  using Tile = TileFor<kD>;
-  FS_CUDA_CHECK(allow_dynamic_smem(fused_attention_kernel<T, Tile, kCausal>, Tile::kSmemBytes));
-  // setmaxnreg only moves registers the block already holds: the consumers' .inc waits until the
-  // producer's .dec has returned enough, so a build that allocated fewer registers per thread
-  // than the budgets add up to would hang at the first launch. Refuse it here instead.
-  // (Not under the CPU emulator: it has no register file and reports 0 registers; its
-  // setmaxnreg checks the counts it is given against each other instead.)
-#if !defined(FLASHSTEPS_EMULATE)
-  cudaFuncAttributes attr{};
-  FS_CUDA_CHECK(cudaFuncGetAttributes(&attr, fused_attention_kernel<T, Tile, kCausal>));
-  constexpr int kBudget =
-      Tile::kProducerRegs * Tile::kWarpgroupThreads + Tile::kConsumerRegs * Tile::kConsumerThreads;
-  if (attr.numRegs * Tile::kThreads < kBudget) {
-    throw CudaError("07_hopper: the kernel was compiled with " + std::to_string(attr.numRegs) +
-                    " registers per thread, fewer than the setmaxnreg budgets need (" +
-                    std::to_string(kBudget) + " per block)");
-  }
-#endif
-}
-
-template <class T, int kD, bool kCausal>
-std::vector<KernelLaunchInfo> kernel_list(const Shape&) {
-  using Tile = TileFor<kD>;
-  const std::string tag = "<d" + std::to_string(Tile::D) + ",bc" + std::to_string(Tile::Bc) + "," +
-                          std::to_string(Tile::Stages) + "stages," + dtype_name<T>() +
-                          (kCausal ? ",causal>" : ">");
-  return {{"fused_attention_hopper" + tag,
-           reinterpret_cast<const void*>(&fused_attention_kernel<T, Tile, kCausal>), Tile::kThreads,
-           Tile::kSmemBytes}};
-}
-
-#define FS_INSTANTIATE(T, D, C)                                                     \
-  template void enqueue<T, D, C>(const Shape&, const AttentionArgs&, cudaStream_t); \
-  template void set_smem_limit<T, D, C>();                                          \
-  template std::vector<KernelLaunchInfo> kernel_list<T, D, C>(const Shape&);
-#define FS_INSTANTIATE_D(D)               \
-  FS_INSTANTIATE(__half, D, false)        \
-  FS_INSTANTIATE(__half, D, true)         \
-  FS_INSTANTIATE(__nv_bfloat16, D, false) \
-  FS_INSTANTIATE(__nv_bfloat16, D, true)
-FS_INSTANTIATE_D(64)
-FS_INSTANTIATE_D(128)
-#undef FS_INSTANTIATE_D
-#undef FS_INSTANTIATE
+FS_EXPORT_KERNELS(__half, TileD64)
+FS_EXPORT_KERNELS(__nv_bfloat16, TileD64)
+FS_EXPORT_KERNELS(__half, TileD128)
+FS_EXPORT_KERNELS(__nv_bfloat16, TileD128)
 
 }  // namespace flashsteps::hopper

@@ -1,38 +1,65 @@
-// stages/07_hopper/launcher.cu — the Hopper stage as a flashsteps::Stage: its limits (exactly
-// compute capability 9.0, head dims, shared memory, grid size, TMA's alignment), the one-time
-// shared-memory opt-in, and the one place the runtime dtype, head dim and causal flag become
-// template arguments.
+// stages/07_hopper/launcher.cu — the Hopper stage as a flashsteps::Stage. What every fused stage
+// shares (limits, shared-memory opt-in, dispatch, launch) is flashsteps/fused_stage.cuh; this stage
+// decides one tile per head dim (kernels.cuh), runs on compute capability 9.0 only, passes its
+// kernel four TMA tensor maps encoded here, and checks in setup() that the compiled kernel holds
+// the registers its setmaxnreg budgets move.
+#include <cuda.h>  // CUtensorMap and its enums (header only: the encoder comes via the runtime)
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled_v12000
+
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
-#include "flashsteps/cuda/dtype.cuh"
+#include "flashsteps/fused_stage.cuh"
 #include "kernels.cuh"
 
 namespace flashsteps {
 namespace {
 
-using hopper::SupportedHeadDims;
-using hopper::TileFor;
-
-/// Calls f.template operator()<T, kD, kCausal>() for the problem's dtype, head dim and mask.
-/// `head_dim` must be one of SupportedHeadDims (supports_problem() has refused the others).
-template <class F>
-decltype(auto) dispatch_variant(DType dtype, std::int64_t head_dim, bool causal, F&& f) {
-  return dispatch_dtype(dtype, [&]<class T>() -> decltype(auto) {
-    return dispatch_bool(causal, [&]<bool kCausal>() -> decltype(auto) {
-      return SupportedHeadDims::dispatch(head_dim, [&]<int kD>() -> decltype(auto) {
-        return f.template operator()<T, kD, kCausal>();
-      });
-    });
-  });
+//! [tensor_maps]
+// cuTensorMapEncodeTiled is a driver API function; the runtime hands out its address
+// (cudaGetDriverEntryPointByVersion), so the stage needs no -lcuda and still links on a machine
+// without a driver. Looked up once.
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    FS_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+                                                   cudaEnableDefault, &status));
+    if (status != cudaDriverEntryPointSuccess || p == nullptr)
+      throw std::runtime_error("07_hopper: the driver has no cuTensorMapEncodeTiled (CUDA 12+)");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
 }
 
-std::size_t smem_bytes(std::int64_t head_dim) {
-  return SupportedHeadDims::dispatch(head_dim, [&]<int kD>() { return TileFor<kD>::kSmemBytes; });
+// A 3-D map over a [B*H, rows, D] tensor of 16-bit elements: dimensions innermost first (D, rows,
+// B*H), box (64 columns, box_rows, 1 head), 128-byte swizzle, out-of-bounds elements read as zero.
+template <class T>
+CUtensorMap make_tensor_map(const void* base, std::int64_t bh, int rows, int d, int box_rows) {
+  const CUtensorMapDataType type = std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                             : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(rows),
+                              static_cast<cuuint64_t>(bh)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(d) * 2,  // bytes, of dims 1 and 2
+                                 static_cast<cuuint64_t>(rows) * d * 2};
+  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(box_rows), 1};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  CUtensorMap map{};
+  const CUresult r =
+      tensor_map_encoder()(&map, type, 3, const_cast<void*>(base), dims, strides, box, elem_strides,
+                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    throw std::runtime_error("07_hopper: cuTensorMapEncodeTiled failed (CUresult " +
+                             std::to_string(static_cast<int>(r)) + ")");
+  }
+  return map;
 }
+//! [tensor_maps]
 
-class HopperStage final : public Stage {
+class HopperStage final : public FusedStage<HopperStage, hopper::Kernel> {
  public:
   std::string_view name() const override { return "07_hopper"; }
   std::string_view title() const override {
@@ -41,12 +68,6 @@ class HopperStage final : public Stage {
   // wgmma and setmaxnreg exist only in the sm_90a target; TMA and mbarrier expect_tx need sm_90.
   int min_compute_capability() const override { return 90; }
   std::string gpu_requirement() const override { return "sm_90a (H100/H200)"; }
-
-  Support supports_problem(const Problem& p) const override {
-    if (std::string why = SupportedHeadDims::why_not(p.head_dim); !why.empty())
-      return Support::no(why);
-    return Support::yes();
-  }
 
   Support supports(const Problem& p, const DeviceInfo& dev) const override {
     // "At least 9.0" is not enough: sm_90a machine code (the "a" = arch-specific features wgmma,
@@ -58,52 +79,58 @@ class HopperStage final : public Stage {
                          "has tcgen05 instead); " +
                          dev.name + " is sm_" + std::to_string(dev.compute_capability()));
     }
-    const auto smem = static_cast<std::int64_t>(smem_bytes(p.head_dim));
-    if (Support s = fits_shared_memory(
-            smem, "D " + std::to_string(p.head_dim) + ", Q and a ring of K/V stages", dev);
-        !s)
-      return s;
-    return fits_grid(p.batch_heads() * tiles_q(p), hopper::kMaxBlocks,
-                     "B*H*ceil(Sq/" + std::to_string(hopper::TileD64::Br) + ")");
+    return FusedStage::supports(p, dev);
   }
 
-  // Raise the dynamic shared-memory limit of every instantiation the device can hold; supports()
-  // refuses the others (and every device that is not sm_90) before they are ever launched.
+  // supports() refuses every device that is not sm_90: nothing to set up there.
   void setup(const DeviceInfo& dev) override {
     if (dev.compute_capability() != 90) return;
-    SupportedHeadDims::for_each([&]<int kD>() {
-      if (static_cast<std::int64_t>(TileFor<kD>::kSmemBytes) > dev.smem_optin_per_block) return;
-      for (DType t : {DType::fp16, DType::bf16})
-        for (bool causal : {false, true})
-          dispatch_variant(t, kD, causal, [&]<class T, int kD2, bool kCausal>() {
-            hopper::set_smem_limit<T, kD2, kCausal>();
-          });
+    FusedStage::setup(dev);
+  }
+
+  using HeadDims = hopper::SupportedHeadDims;
+  static constexpr const char* kKernelName = "fused_attention_hopper";
+  static constexpr const char* kSmemHolds = "Q and a ring of K/V stages";
+
+  /// One tile per head dim, the same on every device.
+  template <class F>
+  static decltype(auto) with_tile(std::int64_t head_dim, const DeviceInfo&, F&& f) {
+    return HeadDims::dispatch(head_dim, [&]<int kD>() -> decltype(auto) {
+      return f.template operator()<hopper::TileFor<kD>>();
     });
   }
 
-  void launch(const Problem& p, const AttentionArgs& args, cudaStream_t stream) const override {
-    // TMA's tensor maps need 16-byte aligned base addresses (row strides D * 2 bytes are
-    // multiples of 16 for every supported D). cudaMalloc gives 256 bytes.
-    require_aligned(name(), args, 16);
-    dispatch_variant(p.dtype, p.head_dim, p.causal, [&]<class T, int kD, bool kCausal>() {
-      hopper::enqueue<T, kD, kCausal>(shape(p), args, stream);
-    });
+  /// The kernel reads and writes through tensor maps: host-side encoding only (no allocation, no
+  /// synchronization), four 128-byte kernel parameters. (The grid limit supports() checks,
+  /// B*H*Tr < 2^31, also keeps B*H a valid int32 TMA coordinate.)
+  template <class T, class Tile, bool kCausal>
+  static cudaError_t launch_variant(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
+    const CUtensorMap tm_q = make_tensor_map<T>(a.q, sh.bh, sh.sq, Tile::D, Tile::Br);
+    const CUtensorMap tm_k = make_tensor_map<T>(a.k, sh.bh, sh.skv, Tile::D, Tile::Bc);
+    const CUtensorMap tm_v = make_tensor_map<T>(a.v, sh.bh, sh.skv, Tile::D, Tile::Bc);
+    const CUtensorMap tm_o = make_tensor_map<T>(a.o, sh.bh, sh.sq, Tile::D, Tile::kConsumerRows);
+    return launch_kernel(hopper::Kernel::of<T, Tile, kCausal>(), grid(sh), Tile::kThreads,
+                         Tile::kSmemBytes, stream, tm_q, tm_k, tm_v, tm_o, a.lse, sh);
   }
 
-  std::vector<KernelLaunchInfo> kernels(const Problem& p) const override {
-    return dispatch_variant(p.dtype, p.head_dim, p.causal, [&]<class T, int kD, bool kCausal>() {
-      return hopper::kernel_list<T, kD, kCausal>(shape(p));
-    });
-  }
-
- private:
-  static std::int64_t tiles_q(const Problem& p) {
-    constexpr std::int64_t Br = hopper::TileD64::Br;  // == TileD128::Br (kernels.cuh)
-    return ceil_div(p.seq_q, Br);
-  }
-  static hopper::Shape shape(const Problem& p) {
-    return {p.batch_heads(), static_cast<int>(p.seq_q), static_cast<int>(p.seq_kv),
-            static_cast<int>(tiles_q(p)), p.softmax_scale() * kLog2e};
+  /// setmaxnreg only moves registers the block already holds: the consumers' .inc waits until the
+  /// producer's .dec has returned enough, so a build that allocated fewer registers per thread
+  /// than the budgets add up to would hang at the first launch. Refuse it here instead.
+  /// (Not under the CPU emulator: it has no register file and reports 0 registers; its
+  /// setmaxnreg checks the counts it is given against each other instead.)
+  template <class T, class Tile, bool kCausal>
+  static void check_kernel() {
+#if !defined(FLASHSTEPS_EMULATE)
+    cudaFuncAttributes attr{};
+    FS_CUDA_CHECK(cudaFuncGetAttributes(&attr, hopper::Kernel::of<T, Tile, kCausal>()));
+    constexpr int kBudget = Tile::kProducerRegs * Tile::kWarpgroupThreads +
+                            Tile::kConsumerRegs * Tile::kConsumerThreads;
+    if (attr.numRegs * Tile::kThreads < kBudget) {
+      throw CudaError("07_hopper: the kernel was compiled with " + std::to_string(attr.numRegs) +
+                      " registers per thread, fewer than the setmaxnreg budgets need (" +
+                      std::to_string(kBudget) + " per block)");
+    }
+#endif
   }
 };
 
