@@ -129,10 +129,15 @@ chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 ALL="$all" \
     else
       # Every binary of the build that a `cpu` test runs, and test_cpu (whose test list exists
       # only once it is built), and the GPU suite of one stage.
+      # (Binaries in sub-folders: tests/faults, tests/sanitize; the emulated runners, which the
+      # runners exec for --emulate, are all added.)
       mapfile -t targets < <(
         ctest -N -L cpu --show-only=json-v1 --test-dir "$build" |
-          grep -oE "$build/(stages|tests|bench)/[A-Za-z0-9_]+" | sed "s#.*/##" | sort -u |
+          grep -oE "$build/(stages|tests|bench)/[A-Za-z0-9_/]+" | sed "s#.*/##" | sort -u |
           grep -xF -f <(cmake --build "$build" --target help | sed -n "s/: phony\$//p") || true
+      )
+      mapfile -t -O "${#targets[@]}" targets < <(
+        cmake --build "$build" --target help | sed -n "s/: phony\$//p" | grep -v "^cmake_" | grep "_emulated\$" || true
       )
       targets+=(test_cpu test_00_scalar)
       mapfile -t targets < <(printf "%s\n" "${targets[@]}" | sort -u)
