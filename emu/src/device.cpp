@@ -119,9 +119,6 @@ namespace {
 int elem_bytes(Type t) {
   return t == Type::f32 ? 4 : 2;
 }
-const char* use_name(Use u) {
-  return u == Use::a ? "matrix_a" : u == Use::b ? "matrix_b" : "accumulator";
-}
 float to_float(Type t, const void* p) {
   if (t == Type::f32) {
     float f;
@@ -178,7 +175,6 @@ void load(Use use, Type type, bool col_major, void* x, const void* p, unsigned l
         std::memcpy(static_cast<std::uint8_t*>(a[l]->x) + i * eb,
                     static_cast<const std::uint8_t*>(p) + offset_of(*a[l], l * kPerLane + i), eb);
   });
-  (void)use_name;
 }
 
 void store(Type type, bool col_major, const void* x, void* p, unsigned ldm) {
@@ -305,6 +301,8 @@ void wgmma_wait_group(int n) {
 
 void wgmma(bool bf16, int n, float* d, std::uint64_t desc_a, const std::uint32_t* a_regs,
            std::uint64_t desc_b, bool tnsp_b, int scale_d) {
+  if (n < 8 || n > 256 || n % 8 != 0)
+    fault("wgmma.mma_async: N = " + std::to_string(n) + " is not a multiple of 8 in 8..256");
   ThreadExtra& self_extra = thread_extra();
   if (!self_extra.wgmma_fenced)
     fault(
