@@ -1,22 +1,26 @@
 // =================================================================================================
 // Stage 00 — scalar baseline: attention as three plain kernels, S in global memory.
 //
-// What this stage is: the definition, executed literally.
+// What this stage is (it has no parent): the definition, executed literally.
 //     S = scale · Q Kᵀ          (scores_kernel:  one thread per element of S, fp32 dot over D)
 //     P = softmax_rows(S)       (row_softmax:    one block per row of S, in place, writes LSE)
 //     O = P V                   (pv_kernel:      one thread per element of O, fp32 dot over Skv)
-// S (and then P, in the same buffer) is a fp32 [B·H, Sq, Skv] tensor in global memory: O(S²)
-// bytes written and read back three times, where the inputs and outputs are only O(S·D).
+// S (and then P, in the same buffer) is an fp32 [B·H, Sq, Skv] tensor in global memory.
 //
+//! [prediction]
 // Which metric should move (written before measuring): nothing yet — this is the baseline the
-// later stages are measured against. The prediction for this stage itself: every kernel is bound
-// by DRAM/L2 traffic, not arithmetic. The softmax kernel moves 3 reads + 1 write of S (16·Sq·Skv
-// bytes per head) and should run near the measured copy bandwidth; the scores and P·V kernels
-// re-read K and V rows from L2 for every output element and should show high L2 / low tensor-pipe
-// (zero: no tensor cores) utilisation. Expect well under 5% of the measured fp16 tensor peak.
+// later stages are measured against. For this stage itself:
+//  * every kernel is bound by DRAM/L2 traffic, not arithmetic;
+//  * the softmax kernel moves 3 reads + 1 write of S (16·Sq·Skv bytes per head) and runs near the
+//    measured copy bandwidth;
+//  * the scores and P·V kernels show high L2 and low tensor-pipe (zero: no tensor cores)
+//    utilisation;
+//  * well under 5% of the measured fp16 tensor peak.
+//! [prediction]
 //
-// Limits: D <= 256 (any D, no tiling), fp16 and bf16, causal or not, any Sq and Skv >= 1, as
-// long as the fp32 S workspace (4·B·H·Sq·Skv bytes) fits in device memory — checked before launch.
+// Limits: D <= 256, fp16 and bf16, causal or not, any Sq, Skv >= 1 while the fp32 S workspace
+// (4·B·H·Sq·Skv bytes) fits in device memory (checked before launch). The reasoning behind the
+// prediction and its verdict: book/chapters/stage_00_scalar.md.
 // =================================================================================================
 #include <cfloat>
 #include <cmath>

@@ -1,43 +1,31 @@
 // =================================================================================================
 // Stage 01 — tiled: both products through shared memory with register blocking, S still in global.
 //
-// What changed since stage 00: the same three kernels, S = scale·QKᵀ → row softmax → O = PV,
-// with S (then P, in place) an fp32 [B·H, Sq, Skv] tensor in global memory. But each product is
-// now a classic tiled SGEMM instead of one thread per output element:
-//   * a block computes a (Br, Bc) = (64, 64) tile of S, or a (Br, D) tile of O;
-//   * the reduction dimension (D for the scores, the keys for P·V) is walked in chunks of
-//     Bk = 32: the block stages a chunk of each operand in shared memory (fp32, converted once on
-//     load), and every element staged is then used by all 64 rows or columns of the tile (by all
-//     D columns, for P) instead of being fetched again for each output;
-//   * each thread keeps a 4 × 4 (scores) or 4 × D/16 (P·V) micro-tile of accumulators in
-//     registers, so one shared-memory word read feeds 4 (or 4..8) FMAs;
-//   * causal: a tile of S entirely above the diagonal is skipped (the softmax reads only the
-//     visible keys of a row), and P·V stops at the last key its rows see.
+// What changed since stage 00: the same three kernels and the same fp32 S (then P, in place) in
+// global memory, but each product is now a classic tiled SGEMM:
+//   * a block computes a (Br, Bc) = (64, 64) tile of S, or a (Br, D) tile of O, walking the
+//     reduction dimension in chunks of Bk = 32 staged in shared memory (fp32, converted on load);
+//   * each thread keeps a 4 × 4 (scores) or 4 × D/16 (P·V) micro-tile of accumulators in registers;
+//   * causal: tiles of S entirely above the diagonal are skipped; P·V stops at the last key its
+//     rows see.
 // The row softmax is unchanged (flashsteps/cuda/row_softmax.cuh, shared with stage 00).
 //
-// Which metric should move, and by how much (written before measuring). Per score (one element
-// of S, 4·D FLOPs over the two products):
-//   * Operand bytes requested from L1/L2 by the products fall ~64×. Stage 00 loads a Q and a K
-//     row per score (4·D bytes, 256 B at D = 64) and a P element plus a V column per output
-//     (6·D bytes); here a Q chunk is loaded once per 64 keys and a K chunk once per 64 queries:
-//     2·D·(1/Br + 1/Bc) = D/16 bytes per score (4 B at D = 64), and P·V needs 4 + 2·D/Br
-//     (6 B at D = 64). Expect l1tex__t_bytes.sum and lts__t_bytes.sum of the two product
-//     kernels down by one to two orders of magnitude, and their long-scoreboard and
-//     lg-throttle stalls with them.
-//   * DRAM bytes per score do not move: S is written once (4 B), the softmax reads and writes
-//     it (8 B; its second and third passes hit L1/L2 while the resident rows fit there, up to
-//     8 B more at Skv of several thousand), P·V reads P (4 B): ~16 B per score
-//     (~10 B causal, half the tiles skipped) against O(D/S) bytes for Q, K, V, O.
-//     dram__bytes_read.sum + dram__bytes_write.sum ≈ 16·B·H·Sq·Skv.
-//   * The products become fp32-FMA bound: sm__pipe_fma_cycles_active of the scores and P·V
-//     kernels above 50%. Their arithmetic intensity against DRAM is 2·D FLOPs per 4 B of S
-//     (32 FLOP/B at D = 64), past the fp32 ridge of an A100 (19.5 TFLOP/s / 1.5 TB/s ≈ 13) but
-//     not of an L4 (30 / 0.3 = 100): how much time the softmax's share takes depends on the GPU.
-//     The softmax kernel's own time is exactly stage 00's.
+//! [prediction]
+// Which metric should move, and by how much (written before measuring). Per score:
+//  * Operand bytes requested from L1/L2 by the products fall ~64×: from 4·D (scores) and 6·D (P·V)
+//    bytes in stage 00 to D/16 (4 B at D = 64) and 4 + 2·D/Br (6 B at D = 64). l1tex__t_bytes.sum
+//    and lts__t_bytes.sum of the two product kernels fall by one to two orders of magnitude, and
+//    their long-scoreboard and lg-throttle stalls with them.
+//  * DRAM bytes per score do not move: ~16 B per score (~10 B causal), up to 8 B more at Skv of
+//    several thousand; dram__bytes_read.sum + dram__bytes_write.sum ≈ 16·B·H·Sq·Skv.
+//  * The products become fp32-FMA bound: sm__pipe_fma_cycles_active of the scores and P·V kernels
+//    above 50%. Their intensity against DRAM, 32 FLOP/B at D = 64, is past the fp32 ridge of an
+//    A100 (≈ 13) but not of an L4 (100). The softmax kernel's own time is exactly stage 00's.
+//! [prediction]
 //
-// Limits: D ∈ {64, 128} (templates; D must be a multiple of Bk = 32 and of 16), fp16 and bf16,
-// causal or not, any Sq, Skv >= 1 while the fp32 S workspace (4·B·H·Sq·Skv bytes) fits in device
-// memory. No tensor cores yet: products on fp32 FMA units, at most the fp32 peak.
+// Limits: D ∈ {64, 128} (templates; D a multiple of Bk = 32 and of 16), fp16 and bf16, causal or
+// not, any Sq, Skv >= 1 while the fp32 S workspace (4·B·H·Sq·Skv bytes) fits in device memory. No
+// tensor cores yet. The reasoning and the verdicts: book/chapters/stage_01_tiled.md.
 // =================================================================================================
 #include <cstring>
 

@@ -2,43 +2,32 @@
 // Stage 02 — WMMA: both products on tensor cores, S still in global memory.
 //
 // What changed since stage 01: the same three kernels and the same (Br, Bc) = (64, 64) tiles of
-// S, but the products run on tensor cores through nvcuda::wmma: 16 × 16 × 16 fragments, fp16 or
-// bf16 inputs, fp32 accumulation.
-//   * Operands stay in the input dtype in shared memory (16-bit, half of stage 01's fp32 tiles):
-//     a block stages a whole (64, D) tile of Q and of K, and eight warps each multiply a
-//     (32, 16) part of the (64, 64) tile of S as 2 × 1 accumulator fragments, walking D 16 at a
-//     time (the warp layout is drawn in kernels.cuh).
-//   * P·V runs on tensor cores too, so the softmax now writes P in the input dtype into a
-//     separate buffer (rows padded to 8 elements for 16-byte loads), like the cuBLAS baseline;
-//     S stays fp32. A block owns a (64, D) tile of O and walks the keys 64 at a time.
-//   * Fragments never touch global memory: accumulators are stored to an fp32 staging tile in
-//     shared memory, and the block copies it out row by row, masked at the ragged edges
-//     (i >= Sq, j >= Skv) and by the causal mask. store_matrix_sync straight to global would
-//     write whole 16 × 16 fragments past the edges and needs a row pitch that is a multiple of
-//     16 bytes, which an arbitrary Skv is not.
-//   * Causal: as in stage 01, tiles of S above the diagonal are skipped, and P·V stops at the
-//     last key its rows see.
+// S, but the products run on tensor cores through nvcuda::wmma (16 × 16 × 16 fragments, fp16 or
+// bf16 inputs, fp32 accumulation):
+//   * operands stay in the input dtype in shared memory: a block stages a whole (64, D) tile of Q
+//     and of K, and eight warps each multiply a (32, 16) part of the tile of S (kernels.cuh);
+//   * P·V runs on tensor cores too, so the softmax writes P in the input dtype into a separate
+//     buffer (rows padded to 8 elements); S stays fp32;
+//   * accumulators go through an fp32 staging tile in shared memory and are copied out row by row,
+//     masked at the ragged edges and by the causal mask; causal tiles are skipped as in stage 01.
 //
+//! [prediction]
 // Which metric should move, and by how much (written before measuring). Per score:
-//   * The products leave the fp32 pipe for the tensor pipe: sm__pipe_fma_cycles_active of the
-//     scores and P·V kernels falls to the address arithmetic, sm__pipe_tensor_op_hmma_cycles_active
-//     rises from 0. Their 4·D FLOPs per score now take ~1/16 of the time they took on fp32 units
-//     (A100: 312 vs 19.5 TFLOP/s), far below what their memory traffic takes, so the tensor pipe
-//     stays mostly idle (expect < 20% active) and both kernels become DRAM-bound.
-//   * DRAM bytes per score fall from ~16 to ~12: scores write S (4 B), the softmax reads S (4 B)
-//     and writes P in the dtype (2 B), P·V reads P (2 B) — the cuBLAS baseline's traffic. Causal:
-//     ~7 B (half of S is skipped; P's masked half is still written, as zeros). Expect
-//     dram__bytes_read.sum + dram__bytes_write.sum ≈ 12·B·H·Sq·Skv and dram__throughput above
-//     70% of peak in all three kernels: the stage is memory-bound on S, its time ≈ 12·B·H·Sq·Skv
-//     bytes / DRAM bandwidth, and the softmax kernel (stage 01's, now writing P in the dtype), 6 of
-//     those 12 bytes, is about half of it.
-//   * Against baseline_cublas: within ~1.3× without a mask (same bytes, cuBLAS's GEMMs are
-//     better tuned), faster with one (cuBLAS computes and writes the masked half of S).
+//  * The products leave the fp32 pipe for the tensor pipe: sm__pipe_fma_cycles_active of the
+//    scores and P·V kernels falls to the address arithmetic, sm__pipe_tensor_op_hmma_cycles_active
+//    rises from 0. Their FLOPs take ~1/16 of their fp32 time (A100: 312 vs 19.5 TFLOP/s), so the
+//    tensor pipe stays mostly idle (expect < 20% active) and both kernels become DRAM-bound.
+//  * DRAM bytes per score fall from ~16 to ~12 (S 4 B written and read, P 2 B written and read);
+//    causal ~7 B. dram__bytes_read.sum + dram__bytes_write.sum ≈ 12·B·H·Sq·Skv and dram__throughput
+//    above 70% of peak in all three kernels: the stage's time ≈ 12·B·H·Sq·Skv bytes / DRAM
+//    bandwidth, and the softmax kernel, 6 of those 12 bytes, is about half of it.
+//  * Against baseline_cublas: within ~1.3× without a mask, faster with one.
+//! [prediction]
 //
 // Limits: D ∈ {64, 128} (templates; D a multiple of 64), fp16 and bf16, causal or not, any Sq,
 // Skv >= 1 while S (4 B) and P (2 B) per score fit in device memory; sm_80 or newer (bf16 WMMA).
 // Shared memory 18 KiB (D = 64) and 34 KiB (D = 128) per block, checked against the device's
-// opt-in limit.
+// opt-in limit. The reasoning and the verdicts: book/chapters/stage_02_wmma.md.
 // =================================================================================================
 #include <mma.h>
 

@@ -1,49 +1,35 @@
 // =================================================================================================
 // Stage 03 — online softmax: one fused kernel; S and P never leave the chip.
 //
-// What changed since stage 02: stage 02 already ran both products on tensor cores (WMMA), but as
-// separate passes with the score matrix S (and then P) in global memory. Here one kernel does
-// everything for one query block Q_i (Br rows of one head): it keeps Q_i and the output
-// accumulator O_i in shared memory, streams the key/value tiles K_j, V_j (Bc rows) past them, and
-// replaces the global softmax by the online recurrence (book chapter "Attention"; its executable
-// host version is common/src/online_softmax_model.cpp, tested against the exact reference):
-//     S_ij = Q_i K_j^T                             WMMA, fp32 accumulate, to a (Br, Bc) smem tile
-//     m_new = max(m, rowmax S_ij)                  per row, in registers
-//     P_ij = exp2(tau2 S_ij - tau2 m_new)          tau2 = softmax scale * log2(e), folded once
-//     l = alpha l + rowsum P_ij,  alpha = exp2(tau2 m - tau2 m_new)
-//     O_i = alpha O_i + P_ij V_j                   WMMA on P rounded to the dtype, fp32 accumulate
-// and after the last tile O = O_i / l, LSE = ln(2) (tau2 m + log2 l). Tiles entirely above the
-// causal diagonal are not visited at all.
+// What changed since stage 02: the three kernels become one. A block owns one query block Q_i (Br
+// rows of one head), keeps Q_i and the output accumulator O_i in shared memory, streams the tiles
+// K_j, V_j (Bc rows) past them, and replaces the global softmax by the online recurrence (book
+// chapter "Attention"; host model in common/src/online_softmax_model.cpp): S_ij = Q_i K_jᵀ and
+// O_i = alpha O_i + P_ij V_j on WMMA with fp32 accumulation, the running max m and sum l per row,
+// exp2 with tau2 = scale · log2(e) folded once. Tiles entirely above the causal diagonal are not
+// visited.
 //
+//! [prediction]
 // Which metric should move, and by how much (written before measuring):
-//  * DRAM bytes. Stage 02 moves ~12 bytes per score (S in fp32 written and read back, P in the
-//    dtype written and read back): O(Sq * Skv) per head, ~200 MB at Sq = Skv = 4096. Here nothing
-//    of size Sq x Skv exists; per head the kernel reads Q and writes O once (2 * Sq * D * 2 bytes)
-//    and reads K and V once per query block (Tr * 2 * Skv * D * 2 bytes, Tr = ceil(Sq / 64)), an
-//    upper bound the L2 cache cuts down because the query blocks of one head are adjacent in the
-//    launch order and share each K_j, V_j. At Sq = Skv = 4096, D = 64 (fp16) that is between
-//    ~2 MB (every K/V re-read hits L2) and ~68 MB (none does) per head: DRAM bytes (read + write)
-//    should fall by 3x at the very least and by ~100x if L2 does its job; we expect close to the
-//    latter.
-//  * The new bottleneck is on chip. Per 64-column tile each warp moves ~80 KB through shared
-//    memory at D = 128 (its Q strip, all of K_j and V_j as fragments, S out and back in, P out and
-//    back in, and the O strip four times: rescale read and write, fragment load and store) for
-//    ~0.5 MFLOP of tensor work: ~6.5 FLOP per shared-memory byte, so the shared-memory pipe
-//    (`l1tex__data_pipe_lsu_wavefronts_mem_shared.sum`) rather than the tensor pipe sets the pace.
-//    Four `__syncthreads()` per tile and synchronous global loads of K_j / V_j that nothing hides
-//    show up as barrier and long-scoreboard stalls, made worse by low occupancy: 93 KiB of shared
-//    memory per block at D = 128 leaves one block (4 warps) per SM on A100 and L4, two on H100.
-//    Bank conflicts: none in the WMMA fragment accesses (padded strides), 2-way in the
-//    element-wise softmax and O rescale (two rows per bank group; see the traits' padding note).
-//    Expect the tensor pipe (`sm__pipe_tensor_op_hmma_cycles_active`) well below 30% busy and
-//    roughly 10-25% of the measured fp16 tensor peak — a large step from stage 02, and the room
-//    stages 04 (cp.async prefetch) and 06 (O, P in registers) take back.
+//  * DRAM bytes. Stage 02 moves ~12 bytes per score, ~200 MB per head at Sq = Skv = 4096. Here,
+//    per head at Sq = Skv = 4096, D = 64 (fp16): between ~2 MB (every K/V re-read hits L2) and
+//    ~68 MB (none does). DRAM bytes (read + write) fall by 3x at the very least and by ~100x if L2
+//    does its job; we expect close to the latter.
+//  * The bottleneck moves on chip: ~80 KB of shared-memory traffic per warp and 64-column tile at
+//    D = 128 for ~0.5 MFLOP of tensor work, ~6.5 FLOP per byte, so the shared-memory pipe
+//    (`l1tex__data_pipe_lsu_wavefronts_mem_shared.sum`) sets the pace. Barrier and long-scoreboard
+//    stalls (four `__syncthreads()` per tile, unhidden K_j / V_j loads) at low occupancy: 93 KiB
+//    per block at D = 128 leaves one block per SM on A100 and L4, two on H100. Bank conflicts:
+//    none in the WMMA fragment accesses, 2-way in the element-wise softmax and O rescale.
+//  * The tensor pipe (`sm__pipe_tensor_op_hmma_cycles_active`) well below 30% busy, and roughly
+//    10-25% of the measured fp16 tensor peak.
+//! [prediction]
 //
-// Limits: D = 64 and 128 only (the tiles are instantiated per D; others are refused), fp16 and
-// bf16, causal or not, any Sq, Skv >= 1. Needs the dynamic shared memory above to fit the device's
-// opt-in limit (checked before launch), 16-byte aligned Q, K, V, O (checked at launch), and
-// B*H*Tr < 2^31 blocks. Not yet: no prefetch (K_j, V_j loads stall every warp), no reordering of
-// causal query blocks to balance the load, no fast path for tiles that need no mask.
+// Limits: D = 64 and 128 only, fp16 and bf16, causal or not, any Sq, Skv >= 1; the dynamic shared
+// memory must fit the device's opt-in limit (checked before launch); 16-byte aligned Q, K, V, O
+// (checked at launch); B*H*Tr < 2^31 blocks. Not yet: no prefetch, no reordering of causal query
+// blocks, no fast path for tiles that need no mask. The reasoning and the verdicts:
+// book/chapters/stage_03_online_softmax.md.
 // =================================================================================================
 #include <mma.h>
 

@@ -1,48 +1,29 @@
 // =================================================================================================
 // Stage 04 — cp.async: the next K/V tile is in flight while this one is computed.
 //
-// What changed since stage 03: stage 03 loaded K_j, then waited for it, then computed; loaded V_j
-// (behind the softmax at best), then waited, then computed. Every warp stood still for roughly two
-// L2 round trips per tile. Here:
+// What changed since stage 03:
 //  * K_j and V_j are copied with cp.async (cuda::memcpy_async on a thread-scope cuda::pipeline):
-//    global to shared memory without passing through registers, so the issuing warp does not wait
-//    for the data — nothing in its instruction stream depends on the copy until it asks.
-//  * They land in a ring of kStages shared-memory stages, each with its own K and V buffer (stage
-//    03's single K/V buffer was a shared-memory saving that would serialize the two loads). Tile j
-//    lives in stage j % kStages; right after the barrier that opens tile j, the block issues the
-//    copies of tile j + kStages - 1 into the stage tile j - 1 has just left, so they run during all
-//    of tile j's math. Q_i is copied the same way, once, in the first group.
-//  * One block-wide barrier per tile instead of four. Stage 03's barriers (B) to (D) protected the
-//    shared K/V buffer (gone) and made a warp's own S, P and O strips visible to its own lanes, for
-//    which __syncwarp() is enough (each warp owns its rows, as before). What remains block-wide is
-//    the ring: a copy issued by one thread is read by every warp, and a stage may be refilled only
-//    once every warp is done with it — one __syncthreads() per tile does both (barrier (A)).
+//    global to shared memory without passing through registers, so the issuing warp does not wait.
+//  * They land in a ring of kStages shared-memory stages, each with its own K and V buffer; right
+//    after the barrier that opens tile j, the block issues the copies of tile j + kStages - 1 into
+//    the stage tile j - 1 has just left. Q_i is copied the same way, once.
+//  * One block-wide barrier per tile instead of four (the others become __syncwarp()).
 //  * The ring costs shared memory (kernels.cuh has the table): 88 KiB at D = 64, 144 KiB at
 //    D = 128 (sm_80, sm_90); sm_86/sm_89 (99 KiB) run D = 128 with Bc = 32 (98 KiB) instead.
 // Everything else — the online softmax, the two products, the epilogue — is stage 03's code.
 //
-// Which metric should move, and by how much (written before measuring). A model per block and per
-// 64-key tile, in SM cycles; each number is an estimate, stated so the measurement can refute it:
-//    t_C  the block's math on one tile, paced by shared memory: stage 03's ~46 / ~80 KB per warp
-//         (D = 64 / 128), the scalar softmax and rescale at half speed (2-way bank conflicts), at
-//         128 B/clk: ~2,000 (D = 64), ~3,100 (D = 128, Bc = 64), ~4,800 (D = 128, Bc = 32: O's
-//         round trip through shared memory happens per tile, so twice per 64 keys).
-//    t_L  one tile from L2 (K_j, V_j of a head are re-read by its Tr query blocks, so mostly L2
-//         hits): ~600 to the first byte under load, then ~64 B/clk per SM: ~730 for an 8 KiB K_j
-//         (D = 64), ~860 for 16 KiB (D = 128); ~860 / ~1,100 for K_j and V_j together.
-//  * Stage 03 exposes K_j's load entirely (load, store, barrier, then math) and V_j's minus the
-//    softmax it overlaps (~300): ~1,150 (D = 64) / ~1,400 (D = 128) stalled cycles per tile, a
-//    fraction f_03 = 0.37 / 0.31 of the block's time. Here tile j+1's copy (860 / 1,100) is shorter
-//    than tile j's math (2,000 / 3,100), so with two stages it is hidden whole; what is left is
-//    the one barrier per tile, where the warps of a block wait for the slowest: f_04 ~ 0.1.
-//  * `smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active` falls by 3x or more:
-//    no instruction reads a register that a global load fills any more (cp.async has no register
-//    destination); the rest is the epilogue and a copy that outlasts its tile (first tile, and
-//    D = 128 tiles at a busy moment of L2). `..._stalled_barrier_...` falls by ~2x (one barrier
-//    per tile instead of four, but it absorbs the skew between warps).
-//  * Latency at S >= 1024 (16+ tiles per block, so the first tile's exposed copy is < 5%): the SM
-//    idles only when all of its N resident blocks wait, busy ~ 1 - f^N if they wait independently,
-//    so the time per tile on an SM is t_C / (1 - f^N). The ring changes N (blocks per SM):
+//! [prediction]
+// Which metric should move, and by how much (written before measuring). A model per block and
+// 64-key tile, in SM cycles, D = 64 / D = 128; each number an estimate the measurement can refute:
+//    t_C  the block's math on one tile, paced by shared memory: ~2,000 / ~3,100 (~4,800 at
+//         D = 128, Bc = 32).
+//    t_L  K_j and V_j from L2: ~860 / ~1,100 (~600 to the first byte, then ~64 B/clk per SM).
+//    Stage 03 stalls ~1,150 / ~1,400 cycles per tile, f_03 = 0.37 / 0.31 of the block's time; here
+//    t_L < t_C hides the copy whole with two stages; what is left is the one barrier: f_04 ~ 0.1.
+//  * `smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active` falls by 3x or more;
+//    `..._stalled_barrier_...` falls by ~2x (one barrier per tile instead of four, but it absorbs
+//    the skew between warps).
+//  * Latency at S >= 1024, time per tile on an SM t_C / (1 - f^N), N resident blocks per SM:
 //        GPU (smem/SM)     D     N 03 -> 04   03: t_C/(1-f^N)   04: t_C/(1-f^N)   04 vs 03
 //        L4   (100 KiB)    64    1 -> 1       2,000 / 0.63      2,000 / 0.9       1.4x faster
 //        A100 (164 KiB)    64    2 -> 1       2,000 / 0.86      2,000 / 0.9       ~1.05x
@@ -50,21 +31,18 @@
 //        L4                128   1 -> 1       3,100 / 0.69      4,800 / 0.9       ~0.85x (Bc = 32)
 //        A100              128   1 -> 1       3,100 / 0.69      3,100 / 0.9       1.3x faster
 //        H100              128   2 -> 1       3,100 / 0.90      3,100 / 0.9       ~1.0x
-//    So: a clear gain where stage 03 had a single block per SM and nothing hid its loads (L4 at
-//    D = 64, A100 at D = 128); about even where stage 03 already hid them behind a second or third
-//    resident block, because the ring's shared memory takes that block away — two ways to hide the
-//    same latency, and on H100/H200 stage 04 trades one for the other. The tensor pipe
-//    (`sm__pipe_tensor_op_hmma_cycles_active`) moves by the same factor as latency, and achieved
-//    occupancy (`sm__warps_active`) halves where N halves. Causal problems visit half the tiles per
-//    block on average, so the exposed first copy weighs twice as much: a slightly smaller gain.
+//    The tensor pipe (`sm__pipe_tensor_op_hmma_cycles_active`) moves by the same factor as latency;
+//    achieved occupancy (`sm__warps_active`) halves where N halves. Causal: slightly smaller gain.
 //    If H100 gains much more than 10%, stage 03's blocks did not hide each other's loads as
-//    independently as assumed (they stall together, e.g. on L2 bursts).
+//    independently as assumed.
+//! [prediction]
 //
-// Limits: D = 64 and 128 only, fp16 and bf16, causal or not, any Sq, Skv >= 1. The shared memory
-// above must fit the device's opt-in limit (checked before launch; the launcher picks the D = 128
-// tile by it), Q, K, V, O 16-byte aligned (checked at launch), B*H*Tr < 2^31 blocks. Not yet: the
-// same warps issue copies and compute, and a block-wide barrier per tile keeps them in step (stage
-// 05 splits the roles); O and P still make a shared-memory round trip per tile (stage 06).
+// Limits: D = 64 and 128 only, fp16 and bf16, causal or not, any Sq, Skv >= 1; shared memory within
+// the device's opt-in limit (checked before launch; the launcher picks the D = 128 tile by it);
+// Q, K, V, O 16-byte aligned (checked at launch); B*H*Tr < 2^31 blocks. Not yet: the same warps
+// copy and compute in step at a block-wide barrier (stage 05); O and P still make a shared-memory
+// round trip per tile (stage 06). The reasoning and the verdicts:
+// book/chapters/stage_04_cp_async.md.
 // =================================================================================================
 #include <mma.h>
 #include <cuda/pipeline>

@@ -1,60 +1,42 @@
 // =================================================================================================
 // Stage 05 — warp specialization: producer warps copy, consumer warps compute, barriers hand over.
 //
-// What changed since stage 04: in stage 04 every warp both issued the cp.async copies of the next
-// tile and computed this one, and one __syncthreads() per tile did two jobs at once — publish the
-// copies to every warp, and make sure every warp had left a stage before it was refilled. That
-// barrier keeps the four warps in lock step: each tile, the fastest waits for the slowest. Here:
+// What changed since stage 04 (whose one __syncthreads() per tile both published the copies and
+// freed a stage, keeping the four warps in lock step):
 //  * Roles. A fifth warp, the producer, only copies K_j, V_j into the ring (cp.async, as in 04).
 //    The four consumer warps only compute — stage 04's math, unchanged — and copy nothing but
 //    their own 16 rows of Q_i, once.
-//  * Handoff. Each stage s of the ring has two cuda::barrier<thread_scope_block> in shared memory
-//    (mbarriers, sm_80+): full[s] completes a phase when the producer's copies of a tile have
-//    landed in stage s; empty[s] completes a phase when all 128 consumer threads are done reading
-//    it. Consumers wait on full, producers on empty; nobody waits for anybody else.
-//  * No block-wide barrier in the main loop: the producer does not take part in the math, and the
-//    consumers need no barrier among themselves either — each owns its strips of Q, S, P, O
-//    (__syncwarp()), and the ring, the only thing they share, is covered by full/empty. So there
-//    are no named barriers (bar.sync id, n) to add: the only __syncthreads() left publishes the
-//    barriers' initialization, before the roles part.
+//  * Handoff. Each stage s of the ring has two cuda::barrier<thread_scope_block> (mbarriers):
+//    full[s] completes when the producer's copies of a tile have landed, empty[s] when all 128
+//    consumer threads are done reading it. Consumers wait on full, the producer on empty.
+//  * No block-wide barrier in the main loop and no named barriers: the only __syncthreads() left
+//    publishes the barriers' initialization, before the roles part.
 // Tiles, shared-memory layout and the three configurations are stage 04's (+128 bytes of barriers).
 //
+//! [prediction]
 // Which metric should move, and by how much (written before measuring). Per tile, D = 64 (D = 128
 // with Bc = 64 in brackets), in instructions per thread and SM cycles, estimates to be refuted:
-//  * Producer warp: 2 x 16 (2 x 32) cp.async per lane plus ~2 instructions of addressing each,
-//    ~100 (~200) instructions, against a tile's ~2,000 (~3,100) cycles of math: it idles > 90% of
-//    the time, waiting on empty[s] for the consumers to free a stage. Its stall mix is that wait
-//    — on sm_90 mbarrier.try_wait suspends the warp (no issue slots); on sm_80/sm_89 the wait is a
-//    spin of test_wait + branch that shows up as issued instructions (~3 per poll, one poll every
-//    ~20-30 cycles: ~200 instructions per tile, +2-3% of the block's issued instructions) — plus
-//    `lg_throttle` while it pushes 32 (64) copies into the LSU queue back to back.
-//  * Consumer warps: stage 04's stream minus the copies, commit, wait and bar.sync (~30-60 of
-//    ~2,000 instructions per tile). `smsp__average_warps_issue_stalled_barrier_per_issue_active`
-//    falls to ~0 (the loop has no bar.sync); waits on full[s] replace it and should be rare (the
-//    producer is a tile ahead); `short_scoreboard` and `mio_throttle` (shared memory) stay the
-//    dominant stalls, as in 04. `sm__warps_active` rises by 5/4 at the same blocks per SM (the
-//    fifth warp is resident but mostly waiting).
-//  * Where it pays: stage 04 lost f ~ 0.1 of a block's time at its per-tile barrier (the warps of
-//    a block reach it at different times). Decoupled, a consumer warp can run up to kStages - 1
-//    tiles ahead of the slowest one, and only the producer waits for the slowest (to refill a
-//    stage). Expect 5-10% lower latency than stage 04 at S >= 1024 where one block runs per SM
-//    (A100 and L4 at every D, H100/H200 at D = 128), and 0-3% where two blocks share an SM
-//    (H100/H200 at D = 64: the other block already filled those barrier bubbles).
-//  * Where it does not: (1) the prefetch distance is stage 04's — with two stages the producer is
-//    never more than one tile ahead, so latency that a tile's math did not hide in 04 is not
-//    hidden here either; (2) on sm_80/sm_89 the spinning producer shares a scheduler with consumer
-//    warp 0 and takes some of its issue slots; (3) the producer's registers are allocated at the
-//    kernel's count like everyone's (no setmaxnreg before Hopper, stage 07) — free here because
-//    shared memory, not registers, limits blocks per SM, but a cost for any smaller tile; (4) the
-//    handoff itself (the last copy lands, the mbarrier phase flips, a consumer's poll sees it) adds
-//    latency that only a full ring hides: short or heavily causal problems, whose blocks visit a
-//    few tiles, start exactly like stage 04 and may lose 0-5%.
+//  * Producer warp: 2 x 16 (2 x 32) cp.async per lane, ~100 (~200) instructions against a tile's
+//    ~2,000 (~3,100) cycles of math: it idles > 90% of the time, waiting on empty[s]. On sm_90
+//    the wait takes no issue slots; on sm_80/sm_89 it is a spin (~3 instructions per poll, a poll
+//    every ~20-30 cycles: ~200 instructions per tile, +2-3% of the block's issued instructions);
+//    plus `lg_throttle` while it pushes its copies back to back.
+//  * Consumer warps: stage 04's stream minus ~30-60 of ~2,000 instructions per tile.
+//    `smsp__average_warps_issue_stalled_barrier_per_issue_active` falls to ~0; waits on full[s]
+//    should be rare; `short_scoreboard` and `mio_throttle` stay the dominant stalls.
+//    `sm__warps_active` rises by 5/4 at the same blocks per SM.
+//  * Stage 04 lost f ~ 0.1 of a block's time at its barrier. Expect 5-10% lower latency than stage
+//    04 at S >= 1024 where one block runs per SM (A100 and L4 at every D, H100/H200 at D = 128),
+//    0-3% where two blocks share an SM (H100/H200 at D = 64), and 0-5% worse for short or heavily
+//    causal problems (the handoff's latency, which only a full ring hides).
+//! [prediction]
 //
 // Limits: stage 04's — D = 64 and 128, fp16 and bf16, causal or not, any Sq, Skv >= 1; shared
-// memory within the device's opt-in limit (checked before launch, the launcher picks the D = 128
-// tile by it); 16-byte aligned Q, K, V, O; B*H*Tr < 2^31 blocks; sm_80 or newer (mbarrier,
-// cp.async). Not yet: O and P still make a shared-memory round trip per tile (stage 06); the
-// copies are per-thread cp.async, not the Tensor Memory Accelerator (stage 07).
+// memory within the device's opt-in limit (checked before launch); 16-byte aligned Q, K, V, O;
+// B*H*Tr < 2^31 blocks; sm_80 or newer (mbarrier, cp.async). Not yet: the prefetch distance is
+// stage 04's; the producer's registers cannot be given away before Hopper (stage 07); O and P
+// still make a shared-memory round trip per tile (stage 06); per-thread cp.async, not TMA
+// (stage 07). The reasoning and the verdicts: book/chapters/stage_05_warp_specialized.md.
 // =================================================================================================
 #include <cuda_pipeline_primitives.h>  // __pipeline_memcpy_async: cp.async with zero fill
 #include <mma.h>

@@ -1,74 +1,48 @@
 // =================================================================================================
 // Stage 06 — registers: mma.sync + ldmatrix, S, P and O never leave the warp (FlashAttention-2).
 //
-// What changed since stage 04: the ring of K_j / V_j copies, its one barrier per tile and the
-// per-warp ownership of 16 query rows are stage 04's. What moved from shared memory into registers:
-//  * WMMA -> mma.sync.m16n8k16 (flashsteps/cuda/ptx.cuh). WMMA's fragment layout is opaque, so
-//    stage 04 could not tell which row an accumulator element belongs to, and S, P and O made a
-//    shared-memory round trip per tile to become addressable by row. mma.sync's layouts are
-//    documented (PTX ISA 9.7.14.5.8): each thread knows its 2 rows and 2-column pairs.
-//  * S_ij is accumulated in registers and the online softmax runs on the accumulator itself: a row
-//    lives in the 4 lanes of a quad, so its max is 2 __shfl_xor_sync (1, 2) away; l is kept as a
-//    per-lane partial sum and reduced once, in the epilogue.
-//  * P_ij stays in registers: the m16n8k16 accumulator of two adjacent n8 tiles, rounded and packed
-//    in pairs, *is* the A operand of the next m16n8k16 (the P-in-registers step below has the
-//    picture). No store, no barrier, no load.
-//  * O_i is accumulated in registers for the whole kernel and rescaled by alpha there.
-//  * Q_i's warp strip is loaded once into A fragments (16, D) and kept in registers; stage 04
-//    re-read it from shared memory on every tile.
-//  * K_j and V_j reach the tensor cores through ldmatrix.x4 (V with .trans: no transposed copy),
-//    from a swizzled ring (XOR of 16-byte chunks; the swizzle picture below) instead of a padded
-//    one: padding made WMMA's accesses conflict-free but cost 1/9 or 1/17 of the ring; the swizzle
-//    costs nothing.
-//  * Causal: tiles past the block's last visible key are skipped (as before) and only the tiles
-//    that cross the diagonal or Skv run the masking code: the mask is a template argument of the
-//    tile step, the unmasked step has no compare at all.
-//  * p = exp2(tau2 * s - tau2 * m), tau2 = scale * log2(e) folded into one FFMA, then one
-//    ex2.approx.ftz (MUFU.EX2) — exp2f() would add a compare and two multiplies per element to keep
-//    subnormal results that a softmax never needs.
-//  * Epilogue: O / l is packed to the dtype, staged through the (dead) Q region and written as
-//    16-byte coalesced stores.
+// What changed since stage 04 (its parent): the ring of K_j / V_j copies, its one barrier per tile
+// and the per-warp ownership of 16 query rows are stage 04's. What moved into registers:
+//  * WMMA -> mma.sync.m16n8k16 (flashsteps/cuda/ptx.cuh), whose documented layouts (PTX ISA
+//    9.7.14.5.8) let each thread know its rows: S_ij is accumulated in registers and the online
+//    softmax runs on the accumulator (a row's max is 2 __shfl_xor_sync away; l is a per-lane
+//    partial sum, reduced in the epilogue).
+//  * P_ij stays in registers: two adjacent n8 accumulators, rounded and packed, are the A operand
+//    of the next m16n8k16. O_i is accumulated and rescaled in registers; Q_i's warp strip is loaded
+//    once into A fragments.
+//  * K_j and V_j reach the tensor cores through ldmatrix.x4 (V with .trans) from a swizzled ring
+//    instead of a padded one (padding cost 1/9 or 1/17 of the ring; the swizzle costs nothing).
+//  * Causal: only the tiles that cross the diagonal or Skv run the masking code (a template
+//    argument); p = exp2 via one FFMA and ex2.approx.ftz; the epilogue stages O / l through the
+//    dead Q region for 16-byte coalesced stores.
 //
+//! [prediction]
 // Which metric should move, and by how much (written before measuring). Per warp and 64 keys:
-//  * Shared-memory traffic: stage 04 moved ~46 KB (D = 64) / ~80 KB (D = 128) per warp per 64 keys
-//    (Q fragments, K, V, S stored and read, P written and read, O read-modify-written twice).
-//    Here only K and V are read (ldmatrix) and the ring is written (cp.async, a quarter per warp):
-//    8 + 8 + 4 = 20 KB (D = 64), 16 + 16 + 8 = 40 KB (D = 128). Predicted
-//    `l1tex__data_pipe_lsu_wavefronts_mem_shared.sum` per FLOP: -55% (D = 64), -50% (D = 128).
+//  * Shared-memory traffic: stage 04 ~46 KB (D = 64) / ~80 KB (D = 128); here 8 + 8 + 4 = 20 KB
+//    (D = 64), 16 + 16 + 8 = 40 KB (D = 128). `l1tex__data_pipe_lsu_wavefronts_mem_shared.sum`
+//    per FLOP: -55% (D = 64), -50% (D = 128).
 //  * Bank conflicts: `l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum` and `..._op_st.sum`
-//    -> 0 (stage 04: the 2-way conflicts of the element-wise softmax / rescale, now gone; every
-//    ldmatrix phase and every cp.async quarter-warp covers 32 distinct banks; see the swizzle
-//    picture). On sm_90 the counter also counts LDGSTS wavefront splits; "ideal wavefronts ==
-//    measured" is the claim: 4 wavefronts per LDSM.x4, 4 per warp-wide 16-byte cp.async.
-//  * Tensor pipe: per warp and tile, (D/16)(Bc/8) + (Bc/16)(D/8) = 128 HMMA.16816 against 64
-//    LDSM.x4 (both head dims; the SASS has exactly that per tile body). An LDSM.x4 is 512 B = 4
-//    cycles of the SM's 128 B/cycle shared memory, an HMMA.16816 2,048 FMA = 2 cycles of A100's
-//    1,024 FMA/cycle tensor pipe: on A100 the two pipes need ~2,000 cycles each per tile for the 8
-//    warps of an SM's two blocks, so
+//    -> 0. On sm_90, "ideal wavefronts == measured": 4 per LDSM.x4, 4 per warp-wide 16-byte
+//    cp.async.
+//  * Tensor pipe: 128 HMMA.16816 against 64 LDSM.x4 per warp and tile. On A100
 //    `sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active` rises from stage
-//    04's ~25-30% to ~60-70% (shared memory and tensor core overlapping, minus the softmax's FP32
-//    and MUFU work and the barrier skew). On H100, mma.sync issues ~1.5x faster than on A100 per
-//    SM-cycle while shared memory is not: shared memory paces the kernel (~320 cycles per warp-
-//    tile including the cp.async writes), a ceiling of ~1,600 FLOP/cycle/SM, ~390 TFLOP/s on an
-//    H100 SXM at 1.83 GHz. FlashAttention-2 itself uses 32 query rows per warp (half the ldmatrix
-//    traffic per mma, but Q re-read from shared memory); its speed here is measured in the same
-//    run (PyTorch SDPA's flash backend), not assumed: the prediction
-//    is 0.8-1.0x PyTorch SDPA's flash backend at D = 128 and 0.9-1.1x at D = 64 for S >= 2k,
-//    below it for short sequences (Br = 64 blocks, per-block prologue).
-//  * Latency vs stage 04: 2.5-3.5x at S >= 2k, more on H100 than A100 (04 was shared-memory bound
-//    at ~128 B/cycle; this stage moves ~2.2x fewer bytes per FLOP and uses the tensor pipe at the
-//    rate shared memory allows).
-//  * Registers: ptxas uses 204-252 per thread on sm_80/89/90 (it keeps ldmatrix results in
-//    flight ahead of their mma), 0 spills: 2 blocks (8 warps) per SM at both head dims on every
-//    sm_80+ part but sm_86/89, where shared memory holds 1.
+//    04's ~25-30% to ~60-70%. On H100 (mma.sync ~1.5x faster per SM-cycle than on A100, shared
+//    memory not) shared memory paces the kernel, ~320 cycles per warp-tile: a ceiling of ~1,600
+//    FLOP/cycle/SM, ~390 TFLOP/s on an H100 SXM at 1.83 GHz.
+//  * Against PyTorch SDPA's flash backend (measured in the same run): 0.8-1.0x at D = 128 and
+//    0.9-1.1x at D = 64 for S >= 2k, below it for short sequences (Br = 64 blocks, per-block
+//    prologue).
+//  * Latency vs stage 04: 2.5-3.5x at S >= 2k, more on H100 than A100.
+//  * Registers: ptxas uses 204-252 per thread on sm_80/89/90, 0 spills: 2 blocks (8 warps) per SM
+//    at both head dims on every sm_80+ part but sm_86/89, where shared memory holds 1.
+//! [prediction]
 //
-// Limits: D = 64 and 128 only (the S and O strips are sized to the register file: a larger D needs
-// a smaller Bc or Q re-read from shared memory), fp16 and bf16, causal or not, any Sq, Skv >= 1,
-// sm_80+ (mma.sync m16n8k16 bf16 and ldmatrix need sm_80; both tiles fit 99 KiB), Q, K, V, O
-// 16-byte aligned, B*H*Tr < 2^31 blocks. Not yet: 16 rows per warp means each K/V fragment feeds
-// one warp's mma only (FA2's 32 rows per warp halve ldmatrix traffic but cannot also keep Q in
-// registers at D = 128); the warps that copy also compute, in lock step at one barrier per tile;
-// Hopper's wgmma and TMA are stage 07's.
+// Limits: D = 64 and 128 only (the S and O strips are sized to the register file), fp16 and bf16,
+// causal or not, any Sq, Skv >= 1, sm_80+, Q, K, V, O 16-byte aligned, B*H*Tr < 2^31 blocks. Not
+// yet: 16 rows per warp means each K/V fragment feeds one warp's mma only (FA2's 32 rows per warp
+// halve ldmatrix traffic but cannot also keep Q in registers at D = 128); the warps that copy also
+// compute, in lock step at one barrier per tile; Hopper's wgmma and TMA are stage 07's. The
+// reasoning and the verdicts: book/chapters/stage_06_registers.md.
 // =================================================================================================
 #include <cuda/pipeline>
 
