@@ -2,75 +2,45 @@
 // Stage 07 — Hopper: TMA, mbarriers, wgmma and warpgroup specialization (FlashAttention-3's
 // design).
 //
-// What changed since stage 06 (FA2 on mma.sync): the math per row is 06's — S in registers, the
-// online softmax on the accumulator, P rounded in registers and fed straight back as the A operand,
-// O accumulated in registers, exp2 with the scale folded in. What changed is who moves the data and
-// which instructions multiply:
-//  * Copies: cp.async (16 bytes per thread and instruction, every thread) -> TMA. One thread issues
-//    cp.async.bulk.tensor per 64-column block of a tile (cuda::ptx); the copy engine computes the
-//    addresses, writes the 128-byte swizzle itself, zero-fills rows past the tensor's edge, and
-//    signals an mbarrier with the bytes it wrote (expect_tx / complete_tx) — no per-thread commit
-//    groups, no copy loop, no swizzle arithmetic in the kernel (the producer's TMA block).
-//  * Tensor maps are 3-D, [B*H, S, D], so a box is clipped at its own head's S: a ragged last tile
-//    of K, V or Q is zero-filled by the hardware, and the TMA store of O drops rows >= Sq. (A 2-D
-//    [B*H*S, D] map would clip only at the end of the last head, reading the next head's rows.)
-//  * Roles by warpgroup (stage 05 had a producer *warp* beside 4 consumer warps): warpgroup 0 is
-//    the producer and gives most of its registers back (setmaxnreg.dec to 24); warpgroups 1 and 2
-//    are consumers, take them (setmaxnreg.inc to 240) and own 64 query rows each (see the
-//    setmaxnreg block).
-//  * mma.sync m16n8k16 per warp + ldmatrix -> wgmma m64nNk16 per warpgroup, operands read by the
-//    tensor cores straight from shared memory through 64-bit matrix descriptors: S = Q K^T is
-//    D/16 m64n128k16 (both operands K-major in smem), O += P V is Bc/16 m64n{D}k16 with P from
-//    registers and V MN-major in smem (the wgmma block). No ldmatrix left: shared-memory
-//    *instruction* traffic of the consumers is zero; the tensor cores read 128B-swizzled tiles at
-//    full rate.
-//  * wgmma is asynchronous: issue, commit a group, keep computing, wait. Each consumer issues tile
-//    j's S = Q K_j^T and tile j-1's O += P_{j-1} V_{j-1} together, then runs tile j's softmax while
-//    the P V product may still run (the consumer loop; FA3's intra-warpgroup overlap; see Limits).
-//  * Ping-pong: two named barriers make the consumers take turns issuing their
-//    products, so one warpgroup's softmax (FP32 + MUFU) runs while the other's wgmmas use the
-//    tensor cores (FA3's inter-warpgroup overlap).
-//  * Epilogue: O / l is staged in the consumer's own (dead) Q rows, swizzled, and written by a TMA
-//    store, clipped at Sq by the tensor map (the epilogue).
+// What changed since stage 06 (FA2 on mma.sync): the math per row is 06's (S, P and O in
+// registers, P fed back as the A operand); who moves the data and which instructions multiply
+// changed:
+//  * cp.async by every thread -> TMA: one thread issues cp.async.bulk.tensor per 64-column block;
+//    the copy engine swizzles (128 B), zero-fills past the tensor's edge and signals an mbarrier
+//    with the bytes it wrote (expect_tx / complete_tx). Tensor maps are 3-D [B*H, S, D], so boxes
+//    clip at their own head's S, and the TMA store of O drops rows >= Sq.
+//  * Roles by warpgroup: warpgroup 0 produces and gives its registers back (setmaxnreg.dec 24);
+//    warpgroups 1 and 2 consume (setmaxnreg.inc 240), 64 query rows each.
+//  * mma.sync + ldmatrix -> wgmma m64nNk16 per warpgroup, operands read from shared memory through
+//    matrix descriptors: S = Q K^T both K-major, O += P V with P from registers and V MN-major.
+//  * wgmma is asynchronous: tile j's S and tile j-1's P V are issued together, tile j's softmax
+//    runs while P V may still run; two named barriers make the consumers take turns (ping-pong).
+//  * Epilogue: O / l staged swizzled in the consumer's dead Q rows, written by a TMA store.
 //
+//! [prediction]
 // Which metric should move, and by how much (written before measuring; H100 SXM: 132 SMs, ~1.83
-// GHz, dense fp16/bf16 wgmma peak 989 TFLOP/s = ~4,096 FLOP/cycle/SM; the bench's "measured peak"
-// is a large cuBLAS GEMM, typically ~700-750 TFLOP/s there):
+// GHz, dense fp16/bf16 wgmma peak 989 TFLOP/s; the bench's "measured peak" is a large cuBLAS GEMM,
+// typically ~700-750 TFLOP/s there):
 //  * Tensor pipe: `sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active` (0 in
-//    stage 06, which ran HMMA: ..._hmma_cycles_active). Per consumer warpgroup and tile the two
-//    products are 4 * 64 * Bc * D FLOP: 1,024 tensor cycles at D = 128, 512 at D = 64. The softmax
-//    of the same tile is 64 x 128 = 8,192 exp2 on MUFU (16/cycle/SM: ~512 cycles) plus ~4-5 FP32
-//    instructions per element (~300 cycles of the SM's 128 lanes/cycle). Ping-pong hides one
-//    consumer's softmax under the other's products, so at D = 128 the tensor pipe is the bound
-//    (softmax ~0.6-0.8 of the product time), at D = 64 MUFU and tensor are even. Predicted gmma
-//    active: 60-70% at D = 128 and 40-50% at D = 64 (non-causal, S >= 2k); the rest is the
-//    handoffs (named barriers, mbarrier waits, wgmma.wait before each softmax), the per-block
-//    prologue and the grid's tail (one 384-thread block per SM, no persistent scheduler).
+//    stage 06, which ran HMMA): 60-70% at D = 128 and 40-50% at D = 64 (non-causal, S >= 2k); at
+//    D = 128 the tensor pipe is the bound, at D = 64 MUFU and tensor are even.
 //  * Throughput, fp16, S >= 2k, non-causal: D = 128 ~500-600 TFLOP/s (~70-80% of the measured
-//    GEMM peak), D = 64 ~350-420. Against the targets in CONTRIBUTING.md: vs SDPA's flash backend
-//    (FA2 on mma.sync, measured in the same run) 1.4-1.7x — the 1.3x target should be met; vs cuDNN
-//    SDPA (a Hopper-native kernel, measured in the same run) parity at best, more likely 5-15%
-//    below (Bc = 176, persistent grid and the earlier K release are FA3's, not ours). Causal:
-//    10-20% fewer TFLOP/s (the diagonal tiles run the mask; blocks of a head differ in length).
-//  * Short S (512-1k): the first TMA round trip and the barrier setup are not amortized: 0.6-0.8x
-//    of the long-S rate.
+//    GEMM peak), D = 64 ~350-420. Vs SDPA's flash backend (FA2, same run) 1.4-1.7x; vs cuDNN SDPA
+//    (same run) parity at best, more likely 5-15% below. Causal: 10-20% fewer TFLOP/s.
+//  * Short S (512-1k): 0.6-0.8x of the long-S rate.
 //  * Stage 06 -> 07 latency at D = 128, S >= 2k: 1.5-1.8x faster.
-//  * Resources: ptxas reports 168 registers (the cap __launch_bounds__(384, 1) sets; setmaxnreg
-//    then moves them: producer 24, consumers 240), 0 spills; SASS has HGMMA and no HMMA, UTMALDG
-//    for the loads, UTMASTG for the store, SYNCS.* for the mbarriers.
+//  * Resources: ptxas reports 168 registers (the __launch_bounds__(384, 1) cap; setmaxnreg then
+//    moves them: producer 24, consumers 240), 0 spills; SASS has HGMMA and no HMMA, UTMALDG for the
+//    loads, UTMASTG for the store, SYNCS.* for the mbarriers.
+//! [prediction]
 //
-// Limits: compute capability 9.0 exactly (sm_90a code — wgmma, setmaxnreg — runs on H100/H200
-// only; sm_100+ would need its own build with tcgen05); D = 64 and 128; fp16 and bf16; causal or
-// not; any Sq, Skv >= 1; Q, K, V, O 16-byte aligned with D * 2-byte rows (TMA's rules); B*H*Tr <
-// 2^31 blocks; one block per SM (1 CTA, no clusters). Not yet, versus FA3: no persistent grid /
-// tile scheduler (one block per (head, query block), launch-order heuristic only); no TMA
-// multicast across a cluster; K_j's stage is released together with V_j's (FA3 frees K earlier);
-// Bc = 128 at D = 128 (FA3: 176 non-causal); no FP8; the softmax's rescale of O is unconditional
-// (FA3 skips it when the row max did not move); causal masking iterates tiles forward with the
-// masked tiles last (FA3 goes backward, masked first). Intra-warpgroup overlap: the code issues
-// S_j with P_{j-1} V_{j-1} and runs softmax(j) between wgmma.wait_group 1 and 0, but ptxas 13.0
-// hoists the wait for P V above the exp2s in SASS, so only the inter-warpgroup ping-pong overlaps
-// softmax with tensor work today (FA3 gets both; expect a few % from fixing it).
+// Limits: compute capability 9.0 exactly (sm_90a: wgmma, setmaxnreg); D = 64 and 128; fp16 and
+// bf16; causal or not; any Sq, Skv >= 1; Q, K, V, O 16-byte aligned (TMA's rules); B*H*Tr < 2^31
+// blocks; one block per SM, no clusters. Not yet, versus FA3: no persistent grid, no TMA multicast,
+// K released with V, Bc = 128 at D = 128 (FA3: 176), no FP8, unconditional O rescale, forward
+// causal order. ptxas 13.0 hoists the P V wait above the exp2s, so only the ping-pong overlaps
+// softmax with tensor work today. The model behind the numbers, and the verdicts:
+// book/chapters/stage_07_hopper.md.
 // =================================================================================================
 #include <cuda.h>  // CUtensorMap and its enums (header only: the encoder comes via the runtime)
 #include <cuda/ptx>
