@@ -1,14 +1,13 @@
 // bench/table/main.cpp — fs_table: the comparison table, the book's generated fragments and the
 // Nsight Compute diff, from the files one GPU run commits under book/data/<gpu>/<run-id>/.
 //
-//   fs_table table RUN_DIR [--format console|markdown] [--dtype fp16|bf16] [-o FILE]
-//                          [--stage-list FILE]
-//   fs_table book RUN_DIR OUT_DIR [--dtype fp16|bf16] [--plots DIR] [--metrics FILE]
-//                                 [--gnuplot PROGRAM] [--stages DIR] [--stage-list FILE]
-//   fs_table ncu-diff BEFORE.csv AFTER.csv [--format console|markdown] [--metrics FILE]
+//   fs_table table RUN_DIR [--format console|markdown] [-o FILE] [--stage-list FILE]
+//   fs_table book RUN_DIR OUT_DIR [--stage-list FILE]
+//   fs_table ncu-diff BEFORE.csv AFTER.csv
 //   fs_table status RUN_DIR [--readme FILE [--check]] [--stage-list FILE]
 //
-// RUN_DIR is a run folder, or book/data itself: then its CURRENT file names the run.
+// RUN_DIR is a run folder, or book/data itself: then its CURRENT file names the run. The tables
+// show the fp16 shapes; the metric set, gnuplot scripts and predictions are this source tree's.
 // --stage-list: the stage tree the build writes to <build>/stages.json; without it, the copy of
 // that file built into fs_table (so a bundle's fs_table needs no build folder).
 // Exit codes: 0 ok; 1 bad input, or (table) no measurement to show; 2 bad command line.
@@ -17,11 +16,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "fs_table/book.hpp"
-#include "fs_table/compare.hpp"
-#include "fs_table/ncu.hpp"
-#include "fs_table/run.hpp"
-#include "fs_table/status.hpp"
+#include "fs_table/table.hpp"
 
 namespace {
 
@@ -30,10 +25,6 @@ using namespace flashsteps::table;
 
 constexpr int kExitInput = 1;
 constexpr int kExitUsage = 2;
-
-Format parse_format(const std::string& s) {
-  return s == "markdown" ? Format::markdown : Format::console;
-}
 
 void emit(const std::string& text, const std::string& out_file) {
   if (out_file.empty()) {
@@ -55,7 +46,7 @@ StageList stage_list(const std::string& file) {
                       : load_stage_list(file);
 }
 
-int table_command(const std::string& run_dir, const std::string& format, const std::string& dtype,
+int table_command(const std::string& run_dir, const std::string& format,
                   const std::string& out_file, const StageList& stages) {
   const RunData run = load_run(run_dir, stages);
   for (const std::string& w : run.warnings)
@@ -65,21 +56,19 @@ int table_command(const std::string& run_dir, const std::string& format, const s
               << "Run " << kGpuCheckCommand << " on a GPU host to produce one.\n";
     return kExitInput;
   }
-  const Format f = parse_format(format);
-  emit(render(run_caption(run), f) + "\n\n" + comparison_report(run, *parse_dtype(dtype), f),
-       out_file);
+  const Format f = format == "markdown" ? Format::markdown : Format::console;
+  emit(render(run_caption(run), f) + "\n\n" + comparison_report(run, DType::fp16, f), out_file);
   return 0;
 }
 
-int ncu_diff_command(const std::string& before, const std::string& after, const std::string& format,
-                     const std::string& metrics_file) {
-  const auto metrics = load_metric_set(metrics_file);
+int ncu_diff_command(const std::string& before, const std::string& after) {
+  const auto metrics = load_metric_set(FS_TABLE_BENCH_DIR "/ncu-metrics.txt");
   const NcuProfile pb = load_ncu_csv(before), pa = load_ncu_csv(after);
   const std::string nb = std::filesystem::path(before).stem().string();
   const std::string na = std::filesystem::path(after).stem().string();
   Table t = ncu_diff_table(pb, pa, metrics, nb, na);
   t.caption = plain("Nsight Compute: ") + code(nb) + plain(" against ") + code(na);
-  std::cout << render(t, parse_format(format));
+  std::cout << render(t, Format::console);
   return 0;
 }
 
@@ -118,14 +107,8 @@ int main(int argc, char** argv) {
   app.footer("Exit codes: 0 ok; 1 bad input, or no measurement to show; 2 bad command line.");
   app.require_subcommand(1);
   const auto formats = CLI::IsMember({"console", "markdown"});
-  const auto dtypes = CLI::IsMember({"fp16", "bf16"});
 
-  std::string run_dir, out_dir, out_file, format = "console", dtype = "fp16";
-  std::string before, after, gnuplot = "gnuplot";
-  std::string plots_dir = FS_TABLE_BENCH_DIR "/plots";
-  std::string metrics_file = FS_TABLE_BENCH_DIR "/ncu-metrics.txt";
-  std::string stages_dir = FS_TABLE_STAGES_DIR;
-  std::string stage_list_file;
+  std::string run_dir, out_dir, out_file, format = "console", before, after, stage_list_file;
   const std::string stage_list_help =
       "the stage tree (stages.json, written by the build); default: the copy built in "
       "from " FS_TABLE_STAGE_LIST;
@@ -136,7 +119,6 @@ int main(int argc, char** argv) {
   table->add_option("--format", format, "console or markdown")
       ->check(formats)
       ->capture_default_str();
-  table->add_option("--dtype", dtype, "which dtype's shapes")->check(dtypes)->capture_default_str();
   table->add_option("-o,--output", out_file, "write to FILE instead of standard output");
   table->add_option("--stage-list", stage_list_file, stage_list_help);
 
@@ -147,23 +129,11 @@ int main(int argc, char** argv) {
   book->add_option("RUN_DIR", run_dir, "run folder, or book/data (its CURRENT names the run)")
       ->required();
   book->add_option("OUT_DIR", out_dir, "folder for the fragments (created)")->required();
-  book->add_option("--dtype", dtype, "which dtype's shapes")->check(dtypes)->capture_default_str();
-  book->add_option("--plots", plots_dir, "folder of the gnuplot scripts")->capture_default_str();
-  book->add_option("--metrics", metrics_file, "the Nsight Compute metric set")
-      ->capture_default_str();
-  book->add_option("--gnuplot", gnuplot, "gnuplot program")->capture_default_str();
-  book->add_option("--stages", stages_dir, "folder of the stage folders (their predictions.csv)")
-      ->capture_default_str();
   book->add_option("--stage-list", stage_list_file, stage_list_help);
 
   auto* diff = app.add_subcommand("ncu-diff", "compare two Nsight Compute CSVs metric by metric");
   diff->add_option("BEFORE", before, "ncu CSV of the earlier stage")->required();
   diff->add_option("AFTER", after, "ncu CSV of the later stage")->required();
-  diff->add_option("--format", format, "console or markdown")
-      ->check(formats)
-      ->capture_default_str();
-  diff->add_option("--metrics", metrics_file, "the Nsight Compute metric set")
-      ->capture_default_str();
 
   std::string readme_file;
   bool check = false;
@@ -182,20 +152,11 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (*diff) return ncu_diff_command(before, after, format, metrics_file);
+    if (*diff) return ncu_diff_command(before, after);
     const StageList stages = stage_list(stage_list_file);
-    if (*table) return table_command(run_dir, format, dtype, out_file, stages);
+    if (*table) return table_command(run_dir, format, out_file, stages);
     if (*status) return status_command(run_dir, readme_file, check, stages);
-    BookOptions opt;
-    opt.run_dir = run_dir;
-    opt.out_dir = out_dir;
-    opt.plots_dir = plots_dir;
-    opt.metrics_file = metrics_file;
-    opt.stages_dir = stages_dir;
-    opt.stages = stages;
-    opt.gnuplot = gnuplot;
-    opt.dtype = *parse_dtype(dtype);
-    const BookResult r = write_book(opt);
+    const BookResult r = write_book(run_dir, out_dir, stages);
     for (const std::string& w : r.warnings)
       std::cerr << "fs_table: warning: " << w << '\n';
     if (!r.missing_reason.empty()) {

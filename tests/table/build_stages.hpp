@@ -2,7 +2,7 @@
 // (<build>/stages.json, from flashsteps_add_stage() in stages/CMakeLists.txt).
 #pragma once
 
-#include "fs_table/run.hpp"
+#include "fs_table/table.hpp"
 
 namespace flashsteps::table {
 

@@ -14,10 +14,7 @@
 #include <regex>
 #include <sstream>
 
-#include "fs_table/book.hpp"
-#include "fs_table/compare.hpp"
-#include "fs_table/ncu.hpp"
-#include "fs_table/run.hpp"
+#include "fs_table/table.hpp"
 
 #include "build_stages.hpp"
 
@@ -147,7 +144,7 @@ TEST_CASE("entries whose names are not shapes are skipped with a warning", "[run
   CHECK_THAT(run.warnings[2], ContainsSubstring("no positive median_ms"));
 }
 
-TEST_CASE("the stage list: the build's tree, parents and malformed lists", "[stages]") {
+TEST_CASE("the stage list: the build's tree, parents and unreadable lists", "[stages]") {
   // The build's list (stages.json): the tree stages/CMakeLists.txt declares.
   const StageList& built = build_stages();
   REQUIRE_FALSE(built.stages.empty());
@@ -166,18 +163,11 @@ TEST_CASE("the stage list: the build's tree, parents and malformed lists", "[sta
   CHECK(l.names() == std::vector<std::string>{"a", "b", "c"});
   CHECK(l.parent_of("c") == "a");
   CHECK(l.baselines == std::vector<std::string>{"base"});
-  // A parent must be listed before its child, and only the first stage has none.
-  CHECK_THROWS_WITH(parse_stage_list(R"({"stages": [{"name": "a"}, {"name": "b", "parent": "c"},
-                                                    {"name": "c", "parent": "a"}]})",
-                                     "l.json"),
-                    ContainsSubstring("l.json: b's parent c is not a stage listed before it"));
-  CHECK_THROWS_WITH(parse_stage_list(R"({"stages": [{"name": "a"}, {"name": "b"}]})", "l.json"),
-                    ContainsSubstring("b has no parent"));
   CHECK_THROWS_WITH(parse_stage_list("{", "l.json"), ContainsSubstring("l.json"));
-  CHECK_THROWS_WITH(parse_stage_list(R"({"stages": 1})", "l.json"),
-                    ContainsSubstring("no \"stages\" array"));
+  CHECK_THROWS_WITH(parse_stage_list(R"({"stagez": []})", "l.json"),
+                    ContainsSubstring("l.json") && ContainsSubstring("stages"));
   CHECK_THROWS_WITH(load_stage_list(kFixtures / "no_such_list.json"),
-                    ContainsSubstring("cannot read the stage list"));
+                    ContainsSubstring("cannot read"));
 }
 
 TEST_CASE("a stage is compared with its parent, not with the stage listed before it",
@@ -277,9 +267,6 @@ TEST_CASE("a run without peaks.json marks % of peak and keeps the rest", "[compa
   CHECK(note_of(t, cell(t, "03_online_softmax", "% of peak")) ==
         "no measured peaks (peaks.json) in this run");
   CHECK(cell(t, "03_online_softmax", "TFLOP/s") == "68.7");  // from the shape, not the counter
-  // That file's FLOP/s counter disagrees with its shape: the run says so.
-  REQUIRE(run.warnings.size() == 1);
-  CHECK_THAT(run.warnings[0], ContainsSubstring("FLOP/s counter"));
   // A failed peak gives its error.
   const PeakLookup bf16 = lookup_gemm_peak(full_run(), DType::bf16);
   CHECK_FALSE(bf16.flops_per_second);
@@ -355,7 +342,7 @@ TEST_CASE("Markdown tables have the shape Doxygen accepts", "[markdown]") {
   CHECK_FALSE(std::regex_search(outside_code, std::regex(R"((^|[^\\])[<>@])")));
 }
 
-TEST_CASE("Nsight Compute CSV: units, thousands separators, several kernels", "[ncu]") {
+TEST_CASE("Nsight Compute CSV: base units, several kernels", "[ncu]") {
   const NcuProfile p = load_ncu_csv(kFixtures / "run_full" / "ncu_02_wmma.csv");
   REQUIRE(p.launches.size() == 4);  // a warm-up launch of scores_wmma, then the pass
   const auto pass = profiled_pass(p);
@@ -368,16 +355,16 @@ TEST_CASE("Nsight Compute CSV: units, thousands separators, several kernels", "[
   std::vector<KernelLaunch> named(4);
   named[0].name = "void scalar::<unnamed>::scores_kernel<__half, 0>(const T1 *, scalar::Shape)";
   named[1].name = "void row_softmax_kernel<float, 0>(const float *, T1 *, RowSoftmaxShape)";
-  named[2].name = "void a::(anonymous namespace)::pv<__half, 0>(const float *)";
-  named[3].name = "void a::(anonymous namespace)::pv<__half, 1>(const float *)";
+  named[2].name = "void a::<unnamed>::pv<__half, 0>(const float *)";
+  named[3].name = "void a::<unnamed>::pv<__half, 1>(const float *)";
   CHECK(short_kernel_names(named) == std::vector<std::string>{"scores_kernel", "row_softmax_kernel",
                                                               "a::pv<__half, 0>",
                                                               "a::pv<__half, 1>"});
   auto value = [&](const char* m) { return *stage_value(pass, m).value; };
-  // 300 usecond + 100,000 nsecond + 0.10 msecond
+  // 300 us + 100 us + 100 us
   CHECK(value("gpu__time_duration.sum") == Approx(500e3));
   CHECK(stage_value(pass, "gpu__time_duration.sum").unit == "ns");
-  // 200 Mbyte + 400,000.00 Kbyte + 0.20 Gbyte
+  // 200 MB + 400 MB + 200 MB
   CHECK(value("dram__bytes_read.sum") == Approx(800e6));
   // Rates are weighted by duration: (60*300 + 90*100 + 30*100) / 500
   CHECK(value("dram__throughput.avg.pct_of_peak_sustained_elapsed") == Approx(60.0));
@@ -386,17 +373,6 @@ TEST_CASE("Nsight Compute CSV: units, thousands separators, several kernels", "[
   CHECK(value("launch__registers_per_thread") == 64);  // the largest
   CHECK(value("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum") == 1.5e6);
   CHECK_FALSE(stage_value(pass, "dram__bytes_write.sum").value);
-
-  // The raw page layout of the same profile reads the same.
-  const auto details =
-      profiled_pass(load_ncu_csv(kFixtures / "run_full" / "ncu_03_online_softmax.csv"));
-  const auto raw = profiled_pass(load_ncu_csv(kFixtures / "ncu_03_online_softmax_raw.csv"));
-  REQUIRE(raw.size() == 1);
-  CHECK(raw[0].metrics.size() == details[0].metrics.size());
-  for (const auto& [name, v] : details[0].metrics) {
-    CHECK(stage_value(raw, name).value == v.value);
-    CHECK(stage_value(raw, name).unit == v.unit);
-  }
 
   std::istringstream garbage("hello\nworld\n");
   CHECK_THROWS_WITH(parse_ncu_csv(garbage, "g.csv"),
@@ -407,9 +383,8 @@ TEST_CASE("Nsight Compute CSV: units, thousands separators, several kernels", "[
                     ContainsSubstring("s.csv:2: expected 5 fields"));
   std::istringstream odd(
       "\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
-      "\"0\",\"k\",\"a__b.sum\",\"\",\"1,23\"\n\"0\",\"k\",\"a__c.sum\",\"\",\"n/a\"\n");
+      "\"0\",\"k\",\"a__c.sum\",\"\",\"n/a\"\n");
   const NcuProfile o = parse_ncu_csv(odd, "o.csv");
-  CHECK_FALSE(o.launches[0].metrics.at("a__b.sum").value);  // not a thousands grouping
   CHECK_FALSE(o.launches[0].metrics.at("a__c.sum").value);
 }
 
@@ -478,10 +453,6 @@ TEST_CASE("the metric set file lists the project's fixed metrics", "[ncu]") {
   CHECK(parse("# c\n\na__b.sum optional  # label\n")[0].optional);
   CHECK_THROWS_WITH(parse("a__b.sum\n"), ContainsSubstring("m.txt:1"));             // no label
   CHECK_THROWS_WITH(parse("a__b.sum maybe # l\n"), ContainsSubstring("expected"));  // bad word
-  CHECK_THROWS_WITH(parse("dram # l\n"), ContainsSubstring("not an Nsight Compute metric"));
-  CHECK_THROWS_WITH(parse("a__b # l\na__b # m\n"),
-                    ContainsSubstring("m.txt:2: a__b is listed twice"));
-  CHECK_THROWS_WITH(parse("# only comments\n"), ContainsSubstring("no metrics"));
 }
 
 TEST_CASE("numbers print with three significant digits", "[format]") {
@@ -499,17 +470,6 @@ TEST_CASE("numbers print with three significant digits", "[format]") {
 
 namespace {
 
-BookOptions book_options(const fs::path& run, const fs::path& out) {
-  BookOptions opt;
-  opt.run_dir = run;
-  opt.out_dir = out;
-  opt.plots_dir = kBench / "plots";
-  opt.metrics_file = kBench / "ncu-metrics.txt";
-  opt.gnuplot = FS_TABLE_GNUPLOT;
-  opt.stages = build_stages();
-  return opt;
-}
-
 bool is_png(const fs::path& p) {
   return read(p).rfind("\x89PNG\r\n\x1a\n", 0) == 0;
 }
@@ -518,7 +478,7 @@ bool is_png(const fs::path& p) {
 
 TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book][gnuplot]") {
   TempDir out;
-  const BookResult r = write_book(book_options(kFixtures / "no_such_run", out.path));
+  const BookResult r = write_book(kFixtures / "no_such_run", out.path, build_stages());
   CHECK_THAT(r.missing_reason, ContainsSubstring("does not exist"));
   const auto& written = r.written;
   std::vector<std::string> expected = {"table_all.md",    "provenance.md",   "plot_stages.dat",
@@ -547,7 +507,7 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
 
 TEST_CASE("the book from a run", "[book][gnuplot]") {
   TempDir out;
-  write_book(book_options(kFixtures / "run_full", out.path));
+  write_book(kFixtures / "run_full", out.path, build_stages());
   CHECK_THAT(
       read(out.path / "table_03_online_softmax.md"),
       ContainsSubstring("| D=64 S=512 (B=32, H=32) | 1.00 | 68.7 | 13.7\\% | 4.00 | 4.00x |"));

@@ -1,9 +1,10 @@
-// tests/table/test_verdict.cpp — predictions.csv and its verdicts (fs_table/verdict.hpp), against
-// the hand-made run of tests/table/fixtures/run_full (values worked out in fixtures/README.md).
+// tests/table/test_verdict.cpp — predictions.csv and its verdicts (fs_table/table.hpp, verdict),
+// against the hand-made run of tests/table/fixtures/run_full (values worked out in
+// fixtures/README.md).
 #include <sstream>
 
 #include "flashsteps_catch.hpp"
-#include "fs_table/verdict.hpp"
+#include "fs_table/table.hpp"
 
 #include "build_stages.hpp"
 
@@ -39,7 +40,6 @@ TEST_CASE("predictions.csv: quoted claims, comments and blank lines", "[verdict]
   CHECK(p[0].low == 60);
   CHECK(p[0].high == 70);
   CHECK(p[0].claim == "60-70 TFLOP/s, at S = 512");
-  CHECK(p[0].line == 4);
   CHECK(p[1].claim == "a \"point\" prediction");
 }
 
@@ -101,11 +101,10 @@ TEST_CASE("a measure the run cannot give says why instead of a value", "[verdict
 
 TEST_CASE("verdicts: inside the range, or the distance to its nearer end", "[verdict]") {
   const auto at = [](double x) { return Measured{x, "x", ""}; };
-  CHECK(judge(range(1, 2), at(1)) == Verdict::within);
-  CHECK(judge(range(1, 2), at(2)) == Verdict::within);
-  CHECK(judge(range(2, 2), at(2)) == Verdict::within);
-  CHECK(judge(range(1, 2), at(0.5)) == Verdict::below);
-  CHECK(judge(range(1, 2), at(3)) == Verdict::above);
+  CHECK(verdict_text(range(1, 2), at(1)) == "as predicted");
+  CHECK(verdict_text(range(1, 2), at(2)) == "as predicted");
+  CHECK(verdict_text(range(2, 2), at(2)) == "as predicted");
+  CHECK(verdict_text(range(0, 2), at(-1)) == "below the range");  // no distance to 0
   CHECK(verdict_text(range(1, 2), at(1.5)) == "as predicted");
   CHECK(verdict_text(range(1, 2), at(0.75)) == "below the range by 25.0%");
   CHECK(verdict_text(range(1, 2), at(3)) == "above the range by 50.0%");

@@ -1,5 +1,5 @@
-// fs_table/src/book.cpp — the book's generated fragments (see fs_table/book.hpp).
-#include "fs_table/book.hpp"
+// fs_table/src/book.cpp — the book's generated fragments (see fs_table/table.hpp).
+#include "fs_table/table.hpp"
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -9,11 +9,6 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
-
-#include "fs_table/compare.hpp"
-#include "fs_table/ncu.hpp"
-#include "fs_table/run.hpp"
-#include "fs_table/verdict.hpp"
 
 extern char** environ;
 
@@ -26,24 +21,19 @@ namespace {
 // How many of the last stages (in the stage list's order) the sequence-length plot follows,
 // next to the baselines.
 constexpr std::size_t kSeqPlotStages = 3;
+constexpr DType kDType = DType::fp16;  // the book shows the fp16 shapes
+const fs::path kPlotsDir = FS_TABLE_BENCH_DIR "/plots";
 
-class Writer {
- public:
-  explicit Writer(fs::path dir) : dir_(std::move(dir)) {}
+// Writes the fragments into `dir`, listing every file written.
+struct Writer {
+  fs::path dir;
+  std::vector<fs::path> written;
   void write(const std::string& name, const std::string& text) {
-    const fs::path p = dir_ / name;
-    std::ofstream out(p, std::ios::binary);
+    std::ofstream out(dir / name, std::ios::binary);
     out << text;
-    if (!out.flush()) throw std::runtime_error("cannot write " + p.string());
-    written_.push_back(p);
+    if (!out.flush()) throw std::runtime_error("cannot write " + (dir / name).string());
+    written.push_back(dir / name);
   }
-  const fs::path& dir() const { return dir_; }
-  void add(const fs::path& p) { written_.push_back(p); }
-  std::vector<fs::path> written() const { return written_; }
-
- private:
-  fs::path dir_;
-  std::vector<fs::path> written_;
 };
 
 std::string md(const Text& t) {
@@ -169,9 +159,7 @@ fs::path ncu_csv(const RunData& run, std::string_view stage) {
 
 // "at `--batch 16 ...` on `NVIDIA H100`, `ncu 2025.1`": what profile.sh recorded next to a CSV.
 Text profile_context(const fs::path& csv) {
-  fs::path prov = csv;
-  prov.replace_extension(".provenance.txt");
-  const auto kv = load_ncu_provenance(prov);
+  const auto kv = load_ncu_provenance(csv);
   Text t;
   auto field = [&](const char* key, const char* lead) {
     if (const auto it = kv.find(key); it != kv.end() && !it->second.empty()) {
@@ -185,15 +173,7 @@ Text profile_context(const fs::path& csv) {
   return t.empty() ? t : t + plain(".");
 }
 
-std::string runner_args(const fs::path& csv) {
-  fs::path prov = csv;
-  prov.replace_extension(".provenance.txt");
-  const auto kv = load_ncu_provenance(prov);
-  const auto it = kv.find("runner_args");
-  return it == kv.end() ? "" : it->second;
-}
-
-// How a stage of several kernels gets one value per metric (fs_table/ncu.hpp), said where it
+// How a stage of several kernels gets one value per metric (fs_table/table.hpp, ncu), said where it
 // applies.
 std::string reduction_note(const NcuProfile& p, const std::string& stage) {
   const std::size_t kernels = profiled_pass(p).size();
@@ -242,7 +222,9 @@ std::string ncu_diff_page(const RunData& run, std::string_view stage,
   t.caption =
       plain("Nsight Compute: ") + code(prev) + plain(" against ") + code(std::string(stage));
   std::string text = md(run_caption(run)) + "\n\n";
-  if (const std::string a = runner_args(before), b = runner_args(after); a != b) {
+  if (const std::string a = load_ncu_provenance(before)["runner_args"],
+      b = load_ncu_provenance(after)["runner_args"];
+      a != b) {
     text += md(plain("The two profiles ran different arguments (") + code(a) + plain(" and ") +
                code(b) + plain("): compare them with care.")) +
             "\n\n";
@@ -260,19 +242,18 @@ std::string gp_string(const std::string& s) {
   return out + "'";
 }
 
-void run_gnuplot(const BookOptions& opt, const std::string& script, const std::string& vars) {
-  const fs::path gp = opt.plots_dir / script;
+void run_gnuplot(const std::string& script, const std::string& vars) {
+  const fs::path gp = kPlotsDir / script;
   if (!fs::exists(gp)) throw std::runtime_error("gnuplot script " + gp.string() + " not found");
-  std::vector<std::string> args{opt.gnuplot, "-e", vars, gp.string()};
+  std::vector<std::string> args{"gnuplot", "-e", vars, gp.string()};
   std::vector<char*> argv;
   for (std::string& a : args)
     argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = 0;
-  if (const int err =
-          posix_spawnp(&pid, opt.gnuplot.c_str(), nullptr, nullptr, argv.data(), environ)) {
-    throw std::runtime_error("cannot run " + opt.gnuplot + ": " + std::strerror(err) +
-                             " (install gnuplot, e.g. Debian's gnuplot-nox, or pass --gnuplot)");
+  if (const int err = posix_spawnp(&pid, "gnuplot", nullptr, nullptr, argv.data(), environ)) {
+    throw std::runtime_error(std::string("cannot run gnuplot: ") + std::strerror(err) +
+                             " (install gnuplot, e.g. Debian's gnuplot-nox)");
   }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
@@ -283,13 +264,12 @@ void run_gnuplot(const BookOptions& opt, const std::string& script, const std::s
   }
 }
 
-void placeholder_png(const BookOptions& opt, Writer& w, const std::string& png,
-                     const std::string& message, const std::string& detail) {
-  const fs::path out = w.dir() / png;
-  run_gnuplot(opt, "placeholder.gp",
-              "outfile=" + gp_string(out.string()) + "; message=" + gp_string(message) +
-                  "; detail=" + gp_string(detail));
-  w.add(out);
+void placeholder_png(Writer& w, const std::string& png, const std::string& message,
+                     const std::string& detail) {
+  const fs::path out = w.dir / png;
+  run_gnuplot("placeholder.gp", "outfile=" + gp_string(out.string()) + "; message=" +
+                                    gp_string(message) + "; detail=" + gp_string(detail));
+  w.written.push_back(out);
 }
 
 // Sweeps (groups with more than one S) that have at least one timed value.
@@ -379,7 +359,7 @@ std::string join(const std::vector<std::string>& v) {
   return out;
 }
 
-void write_plots(const BookOptions& opt, const RunData& run, Writer& w) {
+void write_plots(const RunData& run, Writer& w) {
   struct Plot {
     const char* name;  // stem of the .dat, .png and .gp
     std::vector<std::string> (*data)(const RunData&, const std::vector<ShapeGroup>&,
@@ -394,39 +374,39 @@ void write_plots(const BookOptions& opt, const RunData& run, Writer& w) {
     if (run.empty()) {
       w.write(dat, "# No measurement committed yet: run " + std::string(kGpuCheckCommand) +
                        " on a GPU host to produce one.\n");
-      placeholder_png(opt, w, png, "No measurement committed yet.",
+      placeholder_png(w, png, "No measurement committed yet.",
                       "Run " + std::string(kGpuCheckCommand) + " on a GPU host to produce one.");
       continue;
     }
     std::ostringstream os;
-    const auto titles = p.data(run, sweeps(run, opt.dtype), os);
+    const auto titles = p.data(run, sweeps(run, kDType), os);
     if (titles.empty()) {
       w.write(dat, "# This run has no timed sequence-length sweep.\n");
-      placeholder_png(opt, w, png, "This run has no timed sequence-length sweep.",
-                      "Run " + run.label + ", " + std::string(to_string(opt.dtype)) +
+      placeholder_png(w, png, "This run has no timed sequence-length sweep.",
+                      "Run " + run.label + ", " + std::string(to_string(kDType)) +
                           ": the tables list the shapes it measured.");
       continue;
     }
     w.write(dat, os.str());
-    const fs::path out = w.dir() / png;
+    const fs::path out = w.dir / png;
     const std::string gpu = run_gpu_name(run);
-    const std::string heading = std::string(p.heading) + ", " + std::string(to_string(opt.dtype));
+    const std::string heading = std::string(p.heading) + ", " + std::string(to_string(kDType));
     const std::string subheading = (gpu.empty() ? "" : gpu + ", ") + "run " + run.label;
-    run_gnuplot(opt, std::string(p.name) + ".gp",
-                "datafile=" + gp_string((w.dir() / dat).string()) +
+    run_gnuplot(std::string(p.name) + ".gp",
+                "datafile=" + gp_string((w.dir / dat).string()) +
                     "; outfile=" + gp_string(out.string()) + "; titles=" + gp_string(join(titles)) +
                     "; heading=" + gp_string(heading) + "; subheading=" + gp_string(subheading));
-    w.add(out);
+    w.written.push_back(out);
   }
 }
 
 }  // namespace
 
-BookResult write_book(const BookOptions& opt) {
-  const auto metrics = load_metric_set(opt.metrics_file);
-  const RunData run = load_run(opt.run_dir, opt.stages);
-  fs::create_directories(opt.out_dir);
-  Writer w(opt.out_dir);
+BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const StageList& stages) {
+  const auto metrics = load_metric_set(FS_TABLE_BENCH_DIR "/ncu-metrics.txt");
+  const RunData run = load_run(run_dir, stages);
+  fs::create_directories(out_dir);
+  Writer w{out_dir, {}};
 
   if (run.empty()) {
     w.write("table_all.md", no_measurement(plain("the comparison of every stage and baseline")));
@@ -434,7 +414,7 @@ BookResult write_book(const BookOptions& opt) {
             no_measurement(plain("the GPU, driver, clocks and commit of the run")));
   } else {
     w.write("table_all.md",
-            md(run_caption(run)) + "\n\n" + comparison_report(run, opt.dtype, Format::markdown));
+            md(run_caption(run)) + "\n\n" + comparison_report(run, kDType, Format::markdown));
     w.write("provenance.md", provenance_page(run));
   }
   for (const std::string& stage : run.stages.names()) {
@@ -450,15 +430,16 @@ BookResult write_book(const BookOptions& opt) {
       continue;
     }
     const std::string timing =
-        run.shapes(opt.dtype).empty()
-            ? md(plain("This run has no " + std::string(to_string(opt.dtype)) + " timings.")) + '\n'
-            : md(stage_table(run, stage, opt.dtype)) + '\n' + md(legend()) + '\n';
+        run.shapes(kDType).empty()
+            ? md(plain("This run has no " + std::string(to_string(kDType)) + " timings.")) + '\n'
+            : md(stage_table(run, stage, kDType)) + '\n' + md(legend()) + '\n';
     w.write("table_" + stage + ".md", md(run_caption(run)) + "\n\n" + timing);
     w.write("ncu_" + stage + ".md", ncu_page(run, stage, metrics));
     w.write("ncu_diff_" + stage + ".md", ncu_diff_page(run, stage, metrics));
   }
   for (const std::string& stage : run.stages.names()) {
-    const auto predictions = load_predictions(opt.stages_dir / stage / "predictions.csv");
+    const auto predictions =
+        load_predictions(fs::path(FS_TABLE_STAGES_DIR) / stage / "predictions.csv");
     if (run.empty()) {
       w.write("verdict_" + stage + ".md",
               no_measurement(plain("the predictions of ") + code(stage) +
@@ -473,8 +454,8 @@ BookResult write_book(const BookOptions& opt) {
               md(run_caption(run)) + "\n\n" + md(verdict_table(run, stage, predictions)));
     }
   }
-  write_plots(opt, run, w);
-  return {w.written(), run.missing_reason, run.warnings};
+  write_plots(run, w);
+  return {w.written, run.missing_reason, run.warnings};
 }
 
 }  // namespace flashsteps::table

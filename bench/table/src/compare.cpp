@@ -1,5 +1,5 @@
-// fs_table/src/compare.cpp — the comparison tables (see fs_table/compare.hpp).
-#include "fs_table/compare.hpp"
+// fs_table/src/compare.cpp — the comparison tables (see fs_table/table.hpp).
+#include "fs_table/table.hpp"
 
 #include <algorithm>
 #include <sstream>

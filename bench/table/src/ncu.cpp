@@ -1,77 +1,16 @@
-// fs_table/src/ncu.cpp — Nsight Compute CSV parsing and the metric tables (see fs_table/ncu.hpp).
-#include "fs_table/ncu.hpp"
+// fs_table/src/ncu.cpp — Nsight Compute CSV parsing and the metric tables (fs_table/table.hpp).
+#include "fs_table/table.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <sstream>
-
-#include "fs_table/run.hpp"
 
 namespace flashsteps::table {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string trim(std::string_view s) {
-  const auto first = s.find_first_not_of(" \t\r\n");
-  if (first == std::string_view::npos) return {};
-  return std::string(s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1));
-}
-
-std::ifstream open(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) throw InputError("cannot read " + file.string());
-  return in;
-}
-
-// "1,234,567.89" (ncu groups thousands) or "12.5"; nullopt for "n/a" and other text.
-std::optional<double> parse_number(const std::string& text) {
-  std::string s = trim(text);
-  if (!s.empty() && s[0] == '+') s.erase(0, 1);
-  if (s.find(',') != std::string::npos) {
-    // Commas are read only as thousands separators: 1-3 digits, then groups of exactly 3.
-    const std::size_t start = s[0] == '-' ? 1 : 0;
-    const std::string integer = s.substr(start, s.find('.') - start);
-    std::size_t group = 0, at = 0;
-    for (std::size_t next = 0; next != std::string::npos; at = next + 1, ++group) {
-      next = integer.find(',', at);
-      const std::size_t len = (next == std::string::npos ? integer.size() : next) - at;
-      if (group == 0 ? (len < 1 || len > 3) : len != 3) return std::nullopt;
-    }
-    s.erase(std::remove(s.begin(), s.end(), ','), s.end());
-  }
-  double v = 0;
-  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || r.ec != std::errc{} || r.ptr != s.data() + s.size()) return std::nullopt;
-  return v;
-}
-
-// ncu scales units unless told --print-units base; bring bytes and times to one unit.
-MetricValue normalize(const std::string& value, const std::string& unit) {
-  struct Scale {
-    const char* unit;
-    const char* base;
-    double factor;
-  };
-  static constexpr Scale kScales[] = {
-      {"byte", "byte", 1},    {"Kbyte", "byte", 1e3},  {"Mbyte", "byte", 1e6},
-      {"Gbyte", "byte", 1e9}, {"Tbyte", "byte", 1e12}, {"nsecond", "ns", 1},
-      {"usecond", "ns", 1e3}, {"msecond", "ns", 1e6},  {"second", "ns", 1e9},
-      {"ns", "ns", 1},        {"us", "ns", 1e3},       {"ms", "ns", 1e6},
-      {"s", "ns", 1e9}};
-  MetricValue v{parse_number(value), trim(unit)};
-  for (const Scale& s : kScales) {
-    if (v.unit == s.unit) {
-      v.unit = s.base;
-      if (v.value) *v.value *= s.factor;
-      break;
-    }
-  }
-  return v;
-}
 
 KernelLaunch& launch_with_id(NcuProfile& p, const std::string& id, const std::string& name) {
   for (KernelLaunch& k : p.launches) {
@@ -81,110 +20,72 @@ KernelLaunch& launch_with_id(NcuProfile& p, const std::string& id, const std::st
   return p.launches.back();
 }
 
-bool is_ncu_message(const std::string& line) {
-  return line.rfind("==", 0) == 0;
-}
-
 }  // namespace
 
 std::vector<MetricSpec> parse_metric_set(std::istream& in, const std::string& source) {
   std::vector<MetricSpec> out;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
-    const std::string where = source + ":" + std::to_string(n) + ": ";
     const std::string t = trim(line);
     if (t.empty() || t[0] == '#') continue;
     const auto hash = t.find('#');
     std::istringstream words(t.substr(0, hash));
-    std::vector<std::string> w;
-    for (std::string s; words >> s;)
-      w.push_back(s);
     MetricSpec m;
+    std::string word, extra;
+    words >> m.name >> word >> extra;
+    m.optional = word == "optional";
     m.label = hash == std::string::npos ? "" : trim(t.substr(hash + 1));
-    if (w.empty() || w.size() > 2 || (w.size() == 2 && w[1] != "optional") || m.label.empty()) {
-      throw InputError(where + "expected `<metric> [optional]  # <label>`, found: " + t);
-    }
-    m.name = w[0];
-    m.optional = w.size() == 2;
-    if (m.name.find("__") == std::string::npos) {
-      throw InputError(where + m.name + " is not an Nsight Compute metric name (no \"__\")");
-    }
-    if (std::any_of(out.begin(), out.end(),
-                    [&](const MetricSpec& o) { return o.name == m.name; })) {
-      throw InputError(where + m.name + " is listed twice");
+    if (m.label.empty() || (!word.empty() && !m.optional) || !extra.empty()) {
+      throw InputError(source + ":" + std::to_string(n) +
+                       ": expected `<metric> [optional]  # <label>`, found: " + t);
     }
     out.push_back(std::move(m));
   }
-  if (out.empty()) throw InputError(source + ": no metrics listed");
   return out;
 }
 
 std::vector<MetricSpec> load_metric_set(const fs::path& file) {
-  auto in = open(file);
+  std::istringstream in(read_text(file));
   return parse_metric_set(in, file.string());
 }
 
 NcuProfile parse_ncu_csv(std::istream& in, const std::string& source) {
   NcuProfile p;
-  p.source = source;
   std::vector<std::string> header;
   std::string line;
   int n = 0;
-  // Skip whatever precedes the header: ==PROF== lines, the application's own output.
-  while (std::getline(in, line)) {
+  while (header.empty() && std::getline(in, line)) {
     ++n;
-    if (is_ncu_message(line)) continue;
-    if (auto f = split_csv(line); f && f->size() > 1 && (*f)[0] == "ID" &&
-                                  std::find(f->begin(), f->end(), "Kernel Name") != f->end()) {
-      header = *f;
-      break;
-    }
+    if (line.rfind("\"ID\",", 0) == 0) header = split_csv(line).value_or(header);
   }
-  if (header.empty()) {
-    throw InputError(source +
-                     ": no Nsight Compute CSV header (\"ID\",...,\"Kernel Name\",...) found");
-  }
-  auto col = [&](const char* name) -> std::optional<std::size_t> {
-    const auto it = std::find(header.begin(), header.end(), name);
-    if (it == header.end()) return std::nullopt;
-    return static_cast<std::size_t>(it - header.begin());
+  auto col = [&](const char* name) {
+    return static_cast<std::size_t>(std::find(header.begin(), header.end(), name) - header.begin());
   };
-  const std::size_t kernel_col = *col("Kernel Name");
-  const auto metric_col = col("Metric Name");
-  const auto value_col = col("Metric Value");
-  const auto unit_col = col("Metric Unit");
-  const bool details = metric_col && value_col;
-  std::vector<std::string> units(header.size());  // raw page: the row under the header
-
+  const std::size_t kernel = col("Kernel Name"), metric = col("Metric Name"),
+                    unit = col("Metric Unit"), value = col("Metric Value");
+  if (std::max({kernel, metric, unit, value}) >= header.size()) {
+    throw InputError(source +
+                     ": no Nsight Compute CSV header (\"ID\",...,\"Kernel Name\",...,"
+                     "\"Metric Value\") found");
+  }
   while (std::getline(in, line)) {
     ++n;
-    if (trim(line).empty() || is_ncu_message(line)) continue;
+    if (trim(line).empty()) continue;
     const auto f = split_csv(line);
-    const std::string where = source + ":" + std::to_string(n) + ": ";
     if (!f || f->size() != header.size()) {
-      throw InputError(where + "expected " + std::to_string(header.size()) + " fields, found " +
+      throw InputError(source + ":" + std::to_string(n) + ": expected " +
+                       std::to_string(header.size()) + " fields, found " +
                        (f ? std::to_string(f->size()) : std::string("an unterminated quote")));
     }
-    const std::string& id = (*f)[0];
-    if (details) {
-      KernelLaunch& k = launch_with_id(p, id, (*f)[kernel_col]);
-      k.metrics[(*f)[*metric_col]] = normalize((*f)[*value_col], unit_col ? (*f)[*unit_col] : "");
-    } else if (id.empty()) {
-      units = *f;
-    } else {
-      KernelLaunch& k = launch_with_id(p, id, (*f)[kernel_col]);
-      for (std::size_t c = 0; c < header.size(); ++c) {
-        if (header[c].find("__") != std::string::npos)
-          k.metrics[header[c]] = normalize((*f)[c], units[c]);
-      }
-    }
+    launch_with_id(p, (*f)[0], (*f)[kernel]).metrics[(*f)[metric]] = {parse_number((*f)[value]),
+                                                                      (*f)[unit]};
   }
   if (p.launches.empty()) throw InputError(source + ": the profile holds no kernel launch");
   return p;
 }
 
 NcuProfile load_ncu_csv(const fs::path& file) {
-  auto in = open(file);
+  std::istringstream in(read_text(file));
   return parse_ncu_csv(in, file.filename().string());
 }
 
@@ -253,12 +154,10 @@ std::vector<std::string> short_kernel_names(const std::vector<KernelLaunch>& pas
         }
       }
     }
-    // Anonymous namespaces print as "<unnamed>::" (or "(anonymous namespace)::"): drop them
+    // Anonymous namespaces print as "<unnamed>::": drop them
     // before looking for the template arguments, whose '<' they would otherwise be taken for.
-    for (const std::string_view anon : {"<unnamed>::", "(anonymous namespace)::"}) {
-      for (std::size_t at; (at = s.find(anon)) != std::string::npos;)
-        s.erase(at, anon.size());
-    }
+    for (std::size_t at; (at = s.find("<unnamed>::")) != std::string::npos;)
+      s.erase(at, 11);
     full.push_back(s);
     std::string b = s.substr(0, s.find('<'));
     if (const std::size_t ns = b.rfind("::"); ns != std::string::npos) b.erase(0, ns + 2);
@@ -296,9 +195,9 @@ std::string format_change(const MetricValue& before, const MetricValue& after) {
   return sign(rel) + fmt_sig(std::fabs(rel)) + "%";
 }
 
-std::map<std::string, std::string> load_ncu_provenance(const fs::path& file) {
+std::map<std::string, std::string> load_ncu_provenance(const fs::path& csv) {
   std::map<std::string, std::string> out;
-  std::ifstream in(file);
+  std::ifstream in(fs::path(csv).replace_extension(".provenance.txt"));
   std::string line;
   while (std::getline(in, line)) {
     const std::string t = trim(line);

@@ -1,14 +1,27 @@
-// fs_table/src/run.cpp — reading one run folder (see fs_table/run.hpp for its layout).
-#include "fs_table/run.hpp"
+// fs_table/src/run.cpp — reading one run folder (see fs_table/table.hpp, run, for its layout).
+#include "fs_table/table.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <fstream>
 #include <sstream>
 
 namespace flashsteps::table {
 
 namespace fs = std::filesystem;
+
+std::string trim(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return {};
+  return std::string(s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1));
+}
+
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError("cannot read " + file.string());
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 const Measurement* RunData::find(std::string_view backend, const Problem& shape) const {
   const std::string name = shape.name();
@@ -39,45 +52,24 @@ std::string StageList::parent_of(std::string_view backend) const {
 
 StageList parse_stage_list(const std::string& json, const std::string& origin) {
   StageList list;
-  auto fail = [&](const std::string& why) -> InputError {
-    return InputError(origin + ": " + why + " (the stage list the build writes to stages.json)");
-  };
-  auto name_of = [&](const nlohmann::json& e) {
-    if (!e.is_object() || !e.contains("name") || !e.at("name").is_string())
-      throw fail("an entry has no string \"name\"");
-    return e.at("name").get<std::string>();
-  };
   try {
     const auto j = nlohmann::json::parse(json);
-    if (!j.is_object() || !j.contains("stages") || !j.at("stages").is_array())
-      throw fail("no \"stages\" array");
     for (const auto& e : j.at("stages")) {
-      StageList::Stage s{name_of(e), ""};
-      if (e.contains("parent") && !e.at("parent").is_null()) {
-        if (!e.at("parent").is_string()) throw fail(s.name + "'s \"parent\" is not a string");
-        s.parent = e.at("parent").get<std::string>();
-        const auto names = list.names();
-        if (std::find(names.begin(), names.end(), s.parent) == names.end())
-          throw fail(s.name + "'s parent " + s.parent + " is not a stage listed before it");
-      } else if (!list.stages.empty()) {
-        throw fail(s.name + " has no parent; only the first stage has none");
-      }
-      list.stages.push_back(std::move(s));
+      const auto& parent = e.value("parent", nlohmann::json());
+      list.stages.push_back(
+          {e.at("name").get<std::string>(), parent.is_null() ? "" : parent.get<std::string>()});
     }
     for (const auto& e : j.value("baselines", nlohmann::json::array()))
-      list.baselines.push_back(name_of(e));
+      list.baselines.push_back(e.at("name").get<std::string>());
   } catch (const nlohmann::json::exception& e) {
-    throw fail(e.what());
+    throw InputError(origin + ": " + e.what() +
+                     " (the stage list the build writes to stages.json)");
   }
   return list;
 }
 
 StageList load_stage_list(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError("cannot read the stage list " + file.string());
-  std::ostringstream s;
-  s << in.rdbuf();
-  return parse_stage_list(s.str(), file.string());
+  return parse_stage_list(read_text(file), file.string());
 }
 
 std::vector<std::string> RunData::backends() const {
@@ -127,30 +119,11 @@ std::string run_gpu_name(const RunData& run) {
 
 namespace {
 
-std::string trim(std::string s) {
-  const auto first = s.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return {};
-  return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
-}
-
-std::string read_text(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError("cannot read " + file.string());
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // "<gpu-slug>/<run-id>": the last two components of the folder.
 std::string folder_label(const fs::path& dir) {
   const fs::path p = fs::absolute(dir).lexically_normal();
   const fs::path clean = p.has_filename() ? p : p.parent_path();
   return (clean.parent_path().filename() / clean.filename()).generic_string();
-}
-
-bool same_commit(const std::string& a, const std::string& b) {
-  // One side may hold the short hash: a prefix of the other is the same commit.
-  return a.rfind(b, 0) == 0 || b.rfind(a, 0) == 0;
 }
 
 void read_entry(const nlohmann::json& e, const std::string& file, RunData* run, ResultFile* rf) {
@@ -216,16 +189,6 @@ void read_entry(const nlohmann::json& e, const std::string& file, RunData* run, 
     m.median_ms = *median;
     m.p10_ms = number("p10_ms");
     m.p90_ms = number("p90_ms");
-    // The file's own FLOP/s must agree with the shape's FLOP count, or the bench is wrong.
-    if (auto rate = number("FLOP/s")) {
-      const double expect = m.flops_per_second();
-      if (std::fabs(*rate - expect) > 1e-3 * expect) {
-        std::ostringstream w;
-        w << file << ": " << name << ": FLOP/s counter " << *rate << " differs from " << expect
-          << " (the shape's FLOPs / median_ms); the table uses the latter";
-        run->warnings.push_back(w.str());
-      }
-    }
   }
   run->measurements.push_back(std::move(m));
 }
@@ -241,26 +204,10 @@ void read_results_file(const nlohmann::json& j, const std::string& file, RunData
   run->files.push_back(std::move(rf));
 }
 
-void check_consistency(RunData* run) {
-  const std::string gpu = context_text(run->provenance, "gpu_name");
-  const std::string commit = context_text(run->provenance, "git_commit");
-  for (const ResultFile& f : run->files) {
-    const std::string fgpu = context_text(f.context, "gpu_name");
-    const std::string fcommit = context_text(f.context, "git_commit");
-    if (!gpu.empty() && !fgpu.empty() && fgpu != gpu) {
-      run->warnings.push_back(f.name + " was measured on " + fgpu + ", provenance.json says " +
-                              gpu);
-    }
-    if (!commit.empty() && !fcommit.empty() && !same_commit(commit, fcommit)) {
-      run->warnings.push_back(f.name + " was built from commit " + fcommit +
-                              ", provenance.json says " + commit);
-    }
-  }
-}
-
 }  // namespace
 
-fs::path resolve_run_dir(const fs::path& dir, std::string* label, std::string* missing_reason) {
+static fs::path resolve_run_dir(const fs::path& dir, std::string* label,
+                                std::string* missing_reason) {
   if (!fs::exists(dir)) {
     *missing_reason = "the run folder " + dir.string() + " does not exist";
     return dir;
@@ -318,7 +265,6 @@ RunData load_run(const fs::path& dir, StageList stages) {
                          " (a run folder holds *.json files with a \"benchmarks\" array; "
                          "book/data names its run in a CURRENT file)";
   }
-  check_consistency(&run);
   return run;
 }
 

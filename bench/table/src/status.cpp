@@ -1,12 +1,8 @@
-// fs_table/src/status.cpp — README's status table from a run (see fs_table/status.hpp).
-#include "fs_table/status.hpp"
+// fs_table/src/status.cpp — README's status table from a run (see fs_table/table.hpp).
+#include "fs_table/table.hpp"
 
 #include <fstream>
-#include <regex>
 #include <sstream>
-
-#include "fs_table/book.hpp"
-#include "fs_table/compare.hpp"
 
 namespace flashsteps::table {
 
@@ -27,33 +23,16 @@ std::vector<std::string> lines_of(const fs::path& file) {
 }  // namespace
 
 SuiteResult suite_result(const RunData& run, std::string_view stage) {
-  using State = SuiteResult::State;
-  const auto lines = lines_of(run.dir / "tests.log");
-  // The test binaries' own output: "=== test_<stage>: exit <rc>" closes each binary's output,
-  // whose Catch2 summary ("All tests passed (...)" or "test cases: ...") comes just before.
-  const std::regex marker("^=== test_(\\S+): exit (\\d+)$");
-  const std::regex passed("^All tests passed \\((.*)\\)$");
-  // ctest's: "  n/m Test #k: gpu.<stage> ......   Passed    1.23 sec" (or ***Failed, ***Skipped).
-  const std::regex ctest("Test +#\\d+: gpu\\.(\\S+) \\.+ *(\\**)(Passed|Failed|Skipped)");
-  std::string summary;
-  std::smatch m;
-  for (const std::string& line : lines) {
-    if (std::regex_search(line, m, passed)) summary = m[1];
-    if (std::regex_match(line, m, marker)) {
-      if (m[1].str() == stage) {
-        if (m[2] == "0") return {State::passed, summary};
-        if (m[2] == "77") return {State::skipped, "no suitable GPU"};
-        return {State::failed, "exit " + m[2].str()};
-      }
-      summary.clear();
-    }
-    if (std::regex_search(line, m, ctest) && m[1].str() == stage) {
-      if (m[3] == "Passed") return {State::passed, ""};
-      if (m[3] == "Skipped") return {State::skipped, ""};
-      return {State::failed, ""};
-    }
+  // "=== test_<stage>: exit <rc>" closes each test binary's output (bench/run.sh).
+  const std::string marker = "=== test_" + std::string(stage) + ": exit ";
+  for (const std::string& line : lines_of(run.dir / "tests.log")) {
+    if (line.rfind(marker, 0) != 0) continue;
+    const std::string rc = line.substr(marker.size());
+    return rc == "0"    ? SuiteResult::passed
+           : rc == "77" ? SuiteResult::skipped
+                        : SuiteResult::failed;
   }
-  return {};
+  return SuiteResult::not_run;
 }
 
 std::optional<SanitizerResult> sanitizer_result(const RunData& run, std::string_view stage) {
@@ -69,7 +48,6 @@ std::optional<SanitizerResult> sanitizer_result(const RunData& run, std::string_
 }
 
 Table status_table(const RunData& run) {
-  using State = SuiteResult::State;
   const Problem shape = *parse_problem_name(kStatusShape);
   Table t;
   t.caption = plain("Each stage on this run; speed at ") + code(std::string(kStatusShape)) +
@@ -88,12 +66,8 @@ Table status_table(const RunData& run) {
       row.push_back(plain("-"));
       row.push_back(plain("-"));
     } else {
-      const SuiteResult s = suite_result(run, b);
-      const char* state = s.state == State::passed    ? "passed"
-                          : s.state == State::failed  ? "FAILED"
-                          : s.state == State::skipped ? "skipped"
-                                                      : "not run";
-      row.push_back(plain(state));
+      const char* states[] = {"passed", "FAILED", "skipped", "not run"};
+      row.push_back(plain(states[static_cast<int>(suite_result(run, b))]));
       const auto san = sanitizer_result(run, b);
       row.push_back(!san            ? plain("not run")
                     : san->failures ? plain(std::to_string(san->failures) + " of " +

@@ -1,8 +1,9 @@
 // fs_table/src/text.cpp — rendering tables as console text or Doxygen-safe Markdown.
-#include "fs_table/text.hpp"
+#include "fs_table/table.hpp"
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -13,6 +14,8 @@ Text operator+(Text a, const Text& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
 }
+
+namespace {
 
 std::string md_code_body(std::string_view s) {
   std::string out;
@@ -50,6 +53,8 @@ std::string md_text_body(std::string_view s) {
   }
   return out;
 }
+
+}  // namespace
 
 std::string render(const Text& t, Format f) {
   std::string out;
@@ -188,6 +193,14 @@ std::string fmt_ns(double ns) {
   if (std::fabs(ns) < 1e6) return fmt_sig(ns / 1e3) + " us";
   if (std::fabs(ns) < 1e9) return fmt_sig(ns / 1e6) + " ms";
   return fmt_sig(ns / 1e9) + " s";
+}
+
+std::optional<double> parse_number(const std::string& s) {
+  double v = 0;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || r.ec != std::errc{} || r.ptr != s.data() + s.size() || !std::isfinite(v))
+    return std::nullopt;
+  return v;
 }
 
 std::optional<std::vector<std::string>> split_csv(const std::string& line) {

@@ -1,12 +1,9 @@
-// fs_table/src/verdict.cpp — predictions against a run (see fs_table/verdict.hpp).
-#include "fs_table/verdict.hpp"
+// fs_table/src/verdict.cpp — predictions against a run (see fs_table/table.hpp).
+#include "fs_table/table.hpp"
 
 #include <cmath>
 #include <fstream>
 #include <sstream>
-
-#include "fs_table/compare.hpp"
-#include "fs_table/ncu.hpp"
 
 namespace flashsteps::table {
 
@@ -24,16 +21,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
     }
   }
   return out;
-}
-
-std::optional<double> to_number(const std::string& s) {
-  std::size_t used = 0;
-  try {
-    const double x = std::stod(s, &used);
-    if (used == s.size() && std::isfinite(x)) return x;
-  } catch (const std::exception&) {
-  }
-  return std::nullopt;
 }
 
 // The measure's kind and arguments, or an error message.
@@ -107,10 +94,9 @@ std::vector<Prediction> parse_predictions(std::istream& in, const std::string& s
     Prediction p;
     p.measure = f[0];
     p.claim = f[3];
-    p.line = n;
     MeasureSpec spec;
     if (const auto err = check_measure(p.measure, &spec)) throw InputError(where() + *err);
-    const auto lo = to_number(f[1]), hi = to_number(f[2]);
+    const auto lo = parse_number(f[1]), hi = parse_number(f[2]);
     if (!lo || !hi) throw InputError(where() + "low and high must be numbers");
     if (*lo > *hi) throw InputError(where() + "low is above high");
     if (p.claim.empty()) throw InputError(where() + "the claim is empty");
@@ -153,29 +139,12 @@ Measured measure(const RunData& run, const std::string& stage, const std::string
   return {speedup(ref.m->median_ms, t.m->median_ms), "x", ""};
 }
 
-Verdict judge(const Prediction& p, const Measured& m) {
-  if (!m.value) return Verdict::unmeasured;
-  if (*m.value < p.low) return Verdict::below;
-  if (*m.value > p.high) return Verdict::above;
-  return Verdict::within;
-}
-
 std::string verdict_text(const Prediction& p, const Measured& m) {
-  const auto off = [](double x, double end) {
-    return end == 0 ? std::string()
-                    : " by " + fmt_percent(100.0 * std::fabs(x - end) / std::fabs(end));
-  };
-  switch (judge(p, m)) {
-    case Verdict::within:
-      return "as predicted";
-    case Verdict::below:
-      return "below the range" + off(*m.value, p.low);
-    case Verdict::above:
-      return "above the range" + off(*m.value, p.high);
-    case Verdict::unmeasured:
-      break;
-  }
-  return "not measured: " + m.reason;
+  if (!m.value) return "not measured: " + m.reason;
+  const double x = *m.value, end = x < p.low ? p.low : p.high;
+  if (x >= p.low && x <= p.high) return "as predicted";
+  return std::string(x < p.low ? "below" : "above") + " the range" +
+         (end == 0 ? "" : " by " + fmt_percent(100.0 * std::fabs(x - end) / std::fabs(end)));
 }
 
 Table verdict_table(const RunData& run, const std::string& stage,

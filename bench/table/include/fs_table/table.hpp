@@ -1,0 +1,474 @@
+// fs_table/table.hpp — fs_table's library: reading one GPU run, the comparison and Nsight Compute
+// tables, the predictions' verdicts, README's status table and the book's fragments. Sections:
+// text (tables and their rendering), run (a run folder), compare, ncu, verdict, status, book;
+// each is implemented in src/<section>.cpp.
+#pragma once
+
+#include <filesystem>
+#include <istream>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "flashsteps/problem.hpp"
+
+namespace flashsteps::table {
+
+// ---- text ---------------------------------------------------------------------------------------
+// The tables fs_table prints, and how they render as console text or as Markdown that
+// Doxygen 1.9.4 accepts without warnings.
+//
+// Every piece of text is a list of spans, plain or code, and both are literal: in Markdown a
+// code span keeps its text verbatim in a monospace font (names, error messages, kernels) and a
+// plain span has every character Doxygen would read as markup (\ ` * _ < > & @ # % |)
+// backslash-escaped. In a code span a backtick would end the span, a pipe the table cell, and
+// `%word` would lose its `%` (Doxygen's no-autolink marker), so those are replaced or doubled.
+
+enum class Format { console, markdown };
+
+struct Span {
+  std::string text;
+  bool code = false;
+};
+using Text = std::vector<Span>;
+
+inline Text plain(std::string s) {
+  return {Span{std::move(s), false}};
+}
+inline Text code(std::string s) {
+  return {Span{std::move(s), true}};
+}
+/// Concatenation: `plain("failed: ") + code(msg)`.
+Text operator+(Text a, const Text& b);
+
+std::string render(const Text& t, Format f);
+
+/// One table: an optional caption above, numbered notes below.
+struct Table {
+  Text caption;
+  std::vector<Text> header;
+  std::vector<bool> numeric;  ///< per column: right-aligned
+  std::vector<std::vector<Text>> rows;
+  std::vector<Text> notes;  ///< rendered as "(1) ...", "(2) ..." in order
+};
+
+/// Console: aligned columns. Markdown: caption paragraph, pipe table, notes as a list.
+std::string render(const Table& t, Format f);
+
+/// Numbers the distinct reasons why cells are empty, so a cell reads "n/a (2)" and the table
+/// explains (2) once below.
+class Footnotes {
+ public:
+  /// The cell text for a missing value with this reason.
+  Text mark(const Text& reason);
+  /// The reasons in order of first use; pass as Table::notes.
+  const std::vector<Text>& notes() const { return notes_; }
+
+ private:
+  std::vector<std::string> keys_;
+  std::vector<Text> notes_;
+};
+
+// Number formatting: three significant digits, never an exponent (times span 10 us to 10 s).
+std::string fmt_sig(double x, int digits = 3);
+std::string fmt_ratio(double x);    ///< "1.92x"
+std::string fmt_percent(double x);  ///< "42.1%"
+std::string fmt_bytes(double b);    ///< "1.23 GB" (SI, as Nsight Compute counts)
+std::string fmt_ns(double ns);      ///< "12.3 us", "4.56 ms"
+
+/// The number `s` is, all of it ("12.5", "-3", "1e9"); nullopt for anything else ("n/a",
+/// " 1", "inf").
+std::optional<double> parse_number(const std::string& s);
+
+/// The fields of one CSV record on one line (Nsight Compute's output, predictions.csv): commas
+/// separate, double quotes enclose a field that holds commas, "" inside quotes is one quote, a
+/// trailing CR is dropped. nullopt when a quote is left open.
+std::optional<std::vector<std::string>> split_csv(const std::string& line);
+
+// ---- run ----------------------------------------------------------------------------------------
+// One GPU run as fs_table reads it: the folder bench/gpu-check.sh writes
+// under book/data/<gpu-slug>/<run-id>/.
+//
+//   provenance.json         the GPU, driver, clocks, commit, date and command of the run
+//   bench_<stage>.json      Google Benchmark JSON, one entry per shape, named
+//   sdpa.json, peaks.json   <backend>/b<B>_h<H>_sq<Sq>_skv<Skv>_d<D>_<dtype>[_causal]
+//   ncu_<stage>.csv         Nsight Compute, read by the ncu section below
+//
+// Every *.json with a "benchmarks" array is read, whatever its name. Entries named peak_* are
+// the measured ceilings. A missing folder or a folder without results is not an error: it is a
+// run with `missing_reason` set, which the tables and the book show as "no measurement yet".
+
+/// Bad input (a malformed file, an unknown option value): fs_table prints it and exits 1.
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// `s` without leading and trailing white space.
+std::string trim(std::string_view s);
+/// A file's contents; throws InputError when it cannot be read.
+std::string read_text(const std::filesystem::path& file);
+
+/// The stage tree the build declares (flashsteps_add_stage() in stages/CMakeLists.txt), as it
+/// writes it to <build>/stages.json:
+///
+///   {"stages": [{"name": "04_cp_async", "parent": "03_online_softmax", "dir": ...}, ...],
+///    "baselines": [{"name": "baseline_cublas", "dir": ...}]}
+///
+/// The stages come in declaration order, each after its parent; only the first has none.
+struct StageList {
+  struct Stage {
+    std::string name;
+    std::string parent;  ///< empty for the first stage
+  };
+  std::vector<Stage> stages;
+  std::vector<std::string> baselines;  ///< the build's own (baseline_cublas)
+
+  std::vector<std::string> names() const;
+  /// The stage `backend` builds on; empty for the first stage and for anything not a stage.
+  std::string parent_of(std::string_view backend) const;
+};
+
+/// Parses a stage list; `origin` names it in messages. Throws InputError when it is not JSON of
+/// that shape (the build checks the tree itself when it declares the stages).
+StageList parse_stage_list(const std::string& json, const std::string& origin);
+/// Reads and parses a stage list file (stages.json).
+StageList load_stage_list(const std::filesystem::path& file);
+
+/// The PyTorch SDPA backends (bench/sdpa), compared with every stage next to the build's
+/// baselines.
+inline constexpr std::string_view kSdpaBackends[] = {"sdpa_flash", "sdpa_cudnn", "sdpa_efficient",
+                                                     "sdpa_math"};
+
+/// One benchmark entry: a backend at a shape, timed or failed.
+struct Measurement {
+  std::string backend;  ///< "03_online_softmax", "sdpa_flash", ...
+  Problem problem;
+  std::string file;  ///< the file it came from, for messages
+  double median_ms = 0;
+  std::optional<double> p10_ms, p90_ms;  ///< absent in files that do not record them
+  std::string error;  ///< empty when timed; else why not (error_message, or what is malformed)
+  std::string label;  ///< Google Benchmark's label (sdpa_bench.py: the kernels that ran)
+
+  bool ok() const { return error.empty(); }
+  /// FLOP/s from the shape (Problem::flops, FlashAttention's count) and the median time.
+  double flops_per_second() const { return problem.flops() / (median_ms * 1e-3); }
+};
+
+/// A peak_* entry: peak_gemm/fp16, peak_gemm/bf16 (FLOP/s), peak_copy/d2d (bytes/s).
+struct Peak {
+  std::optional<double> per_second;
+  std::string error;
+};
+
+/// What one results file held, for the provenance page.
+struct ResultFile {
+  std::string name;
+  int entries = 0;
+  int errors = 0;
+  nlohmann::json context;
+};
+
+struct RunData {
+  StageList stages;  ///< the tree whose stages the tables and the book show
+  std::filesystem::path dir;
+  std::string label;           ///< how the run is named to readers: CURRENT's text, or the folder
+  std::string missing_reason;  ///< non-empty: there is nothing to show, and this says why
+  nlohmann::json provenance;   ///< provenance.json, or null when the run has none
+  std::vector<Measurement> measurements;
+  bool has_peaks_file = false;
+  std::map<std::string, Peak> peaks;  ///< by name, e.g. "peak_gemm/fp16"
+  std::vector<ResultFile> files;
+  std::vector<std::string> warnings;  ///< inconsistencies worth a reader's attention
+
+  bool empty() const { return !missing_reason.empty(); }
+  const Measurement* find(std::string_view backend, const Problem& shape) const;
+  bool has_backend(std::string_view backend) const;
+  /// Every stage, the build's baselines and the SDPA backends in order (present or not), then
+  /// any other backend the run holds, sorted.
+  std::vector<std::string> backends() const;
+  /// Distinct shapes of one dtype that any backend has an entry for.
+  std::vector<Problem> shapes(DType dtype) const;
+};
+
+/// A context or provenance value as text: Google Benchmark writes custom context as strings, a
+/// hand-written provenance.json may hold numbers. Empty when absent.
+std::string context_text(const nlohmann::json& obj, const char* key);
+
+/// The GPU the run measured: provenance.json's, else the first results file's.
+std::string run_gpu_name(const RunData& run);
+
+/// Loads a run, to be shown with the stages of `stages`. `dir` is a run folder, or book/data
+/// itself: when it holds a CURRENT file, the run is the folder CURRENT names (relative to `dir`),
+/// and CURRENT's text is the run's label. Throws InputError for a file that is
+/// not valid JSON or an entry of the wrong type; a missing folder or missing files are reported
+/// in the result, not thrown.
+RunData load_run(const std::filesystem::path& dir, StageList stages);
+
+// ---- compare ------------------------------------------------------------------------------------
+// The comparison tables: every stage and baseline at every shape of a run.
+//
+// Shapes are grouped as FlashAttention's benchmark sweeps them: one group per (D, causal, H,
+// B*S tokens), with the sequence length S as columns. Each group gets an overview (median time
+// and TFLOP/s per backend and S), and each shape a detail table with the derived ratios:
+//
+//   vs parent stage                   t(parent) / t(stage): the speedup over the stage it
+//                                     builds on (StageList::parent_of)
+//   vs sdpa_flash, vs sdpa_cudnn      t(reference) / t(row): above 1x the row is faster
+//   % of peak                         FLOP/s / the cuBLAS GEMM peak of the same dtype measured
+//                                     in the same run (peaks.json)
+//
+// A value that cannot be computed is a marker "n/a (k)" whose reason is note (k) of the table.
+
+/// Shapes sharing D, causal, H and B*Sq tokens; `shapes` sorted by Sq, then Skv.
+struct ShapeGroup {
+  std::int64_t head_dim = 0;
+  bool causal = false;
+  std::int64_t heads = 0;
+  std::int64_t tokens = 0;  ///< B * Sq
+  DType dtype = DType::fp16;
+  std::vector<Problem> shapes;
+
+  Text caption() const;  ///< "D = 64, causal, fp16: H = 32, B*S = 16384 tokens"
+  /// A name without spaces for plot titles: "D=64,H=32,causal".
+  std::string plot_title() const;
+};
+
+/// Groups of one dtype, sweeps (most shapes) first, then by D, causal, H, tokens.
+std::vector<ShapeGroup> shape_groups(const RunData& run, DType dtype);
+/// "S=1024", or "Sq=512,Skv=1024" when they differ.
+std::string column_label(const Problem& p);
+
+/// A time or the reason there is none, as a cell shows it.
+struct TimeLookup {
+  const Measurement* m = nullptr;  ///< non-null only when timed
+  Text reason;
+};
+TimeLookup lookup_time(const RunData& run, std::string_view backend, const Problem& shape);
+
+/// The measured GEMM peak (FLOP/s) of a dtype, or the reason there is none.
+struct PeakLookup {
+  std::optional<double> flops_per_second;
+  Text reason;
+};
+PeakLookup lookup_gemm_peak(const RunData& run, DType dtype);
+
+/// Ratio of two median times as a speedup of `t_ms` over `t_ref_ms` (t_ref / t).
+double speedup(double t_ref_ms, double t_ms);
+/// Achieved FLOP/s as a percentage of a peak.
+double percent_of_peak(double flops_per_second, double peak_flops_per_second);
+
+/// Per group: rows = backends, columns = S, cell = "median ms / TFLOP/s".
+Table overview_table(const RunData& run, const ShapeGroup& group);
+/// One shape: rows = the backends the run holds; columns = time, p10-p90, TFLOP/s, % of peak,
+/// speedup over the parent stage, vs sdpa_flash, vs sdpa_cudnn.
+Table shape_table(const RunData& run, const Problem& shape);
+/// One stage at every shape of the run against its parent stage, sdpa_flash, sdpa_cudnn and
+/// cuBLAS.
+Table stage_table(const RunData& run, std::string_view stage, DType dtype);
+
+/// "Run `h100/2025-01-01` on `NVIDIA H100 80GB HBM3`.": the line above every generated table.
+Text run_caption(const RunData& run);
+
+/// The legend under every table set: what the ratios mean.
+Text legend();
+
+/// The whole comparison: every overview, then every shape's detail table.
+std::string comparison_report(const RunData& run, DType dtype, Format f);
+
+// ---- ncu ----------------------------------------------------------------------------------------
+// Nsight Compute CSV: parse, reduce to one value per metric, compare.
+//
+// bench/profile.sh writes `ncu --csv --page details --print-units base`: one row per (kernel
+// launch, metric) with "Metric Name", "Metric Unit" and "Metric Value" columns, values as plain
+// numbers in base units (bytes in "byte", times in "ns").
+//
+// A stage may launch several kernels per forward pass (00_scalar launches three). Its value of
+// a metric is taken over the last launch of each distinct kernel (the profiled pass):
+//   *.sum counters and gpu__time_duration.sum   summed over the kernels
+//   launch__* (registers per thread)            the maximum
+//   everything else (%, ratios, averages)       weighted by each kernel's duration
+
+/// One line of bench/ncu-metrics.txt: `<metric> [optional]  # <label shown in the book>`.
+struct MetricSpec {
+  std::string name;
+  std::string label;
+  bool optional = false;  ///< not every GPU has it (the Hopper wgmma pipe)
+};
+std::vector<MetricSpec> parse_metric_set(std::istream& in, const std::string& source);
+std::vector<MetricSpec> load_metric_set(const std::filesystem::path& file);
+
+struct MetricValue {
+  std::optional<double> value;  ///< nullopt when ncu printed no number (n/a)
+  std::string unit;             ///< as ncu printed it: "byte", "ns", "%", "" ...
+};
+
+struct KernelLaunch {
+  std::string id;    ///< ncu's launch ID
+  std::string name;  ///< demangled kernel name as ncu printed it
+  std::map<std::string, MetricValue> metrics;
+};
+
+struct NcuProfile {
+  std::vector<KernelLaunch> launches;  ///< in profile order
+};
+
+/// Throws InputError when no ncu header is found or a row is malformed.
+NcuProfile parse_ncu_csv(std::istream& in, const std::string& source);
+NcuProfile load_ncu_csv(const std::filesystem::path& file);
+
+/// The last launch of each distinct kernel, in order of first appearance.
+std::vector<KernelLaunch> profiled_pass(const NcuProfile& p);
+/// A metric over the profiled pass, reduced as described above; nullopt value when no kernel
+/// has it.
+MetricValue stage_value(const std::vector<KernelLaunch>& pass, const std::string& metric);
+
+/// A kernel name for a table header: no "void ", no parameter list, no template arguments
+/// unless two kernels of the pass would otherwise read the same.
+std::vector<std::string> short_kernel_names(const std::vector<KernelLaunch>& pass);
+
+/// "42.1%", "1.23 GB", "4.56 ms", "128", "3.21" by unit.
+std::string format_metric(const MetricValue& v);
+/// "+12.3 pt" for percentages, "-42%" relative change otherwise, "=" when equal.
+std::string format_change(const MetricValue& before, const MetricValue& after);
+
+/// The `key: value` lines profile.sh writes next to `csv` (<name>.provenance.txt); empty when
+/// there is none.
+std::map<std::string, std::string> load_ncu_provenance(const std::filesystem::path& csv);
+
+/// One stage's metrics: rows = the metric set (then any other metric in the CSV), columns =
+/// each kernel of the pass when there are several, and the stage value.
+Table ncu_table(const NcuProfile& p, const std::vector<MetricSpec>& metrics);
+/// Two profiles metric by metric: before, after, change.
+Table ncu_diff_table(const NcuProfile& before, const NcuProfile& after,
+                     const std::vector<MetricSpec>& metrics, const std::string& before_name,
+                     const std::string& after_name);
+
+// ---- verdict ------------------------------------------------------------------------------------
+// A stage's predictions against a run: the "which metric should move, and
+// by how much" of each kernel header, written before any measurement, as checkable ranges.
+//
+// stages/<stage>/predictions.csv, one prediction per line (blank lines and # comments skipped):
+//
+//   measure,low,high,claim
+//   speedup:04_cp_async:b8_h16_sq2048_skv2048_d128_fp16,1.05,1.10,"5-10% faster than 04 ..."
+//
+// measure, one of
+//   tflops:<shape>                TFLOP/s of the stage at a bench shape (Problem::name())
+//   pct_peak:<shape>              that, as % of the run's measured cuBLAS GEMM peak of its dtype
+//   speedup:<backend>:<shape>     t(backend) / t(stage): above 1 the stage is faster
+//   ncu:<metric>                  a metric of the stage's profile (ncu_<stage>.csv), reduced over
+//                                 its kernels as the Nsight Compute tables reduce it
+//   ncu_ratio:<backend>:<metric>  the stage's value of a metric over another stage's
+// low, high: the predicted range, inclusive (equal for a point prediction); claim: the header's
+// words, quoted when they hold a comma.
+//
+// The verdict of each line: "as predicted" inside the range, else "below" or "above" it by the
+// distance to the nearer end, relative to that end.
+
+struct Prediction {
+  std::string measure;
+  double low = 0, high = 0;
+  std::string claim;
+};
+
+/// Throws InputError naming the source and line for a malformed line or an unknown measure.
+std::vector<Prediction> parse_predictions(std::istream& in, const std::string& source);
+/// An absent file is no predictions (empty), not an error.
+std::vector<Prediction> load_predictions(const std::filesystem::path& file);
+
+/// What one measure came to in a run: a value with its unit, or why there is none.
+struct Measured {
+  std::optional<double> value;
+  std::string unit;    ///< "TFLOP/s", "x", "%", or the metric's unit
+  std::string reason;  ///< when there is no value
+};
+Measured measure(const RunData& run, const std::string& stage, const std::string& measure);
+
+/// "as predicted", "below by 23%", "above by 4%", "not measured: ..."
+std::string verdict_text(const Prediction& p, const Measured& m);
+
+/// The table the book shows: claim, measure, predicted range, measured value, verdict.
+Table verdict_table(const RunData& run, const std::string& stage,
+                    const std::vector<Prediction>& predictions);
+
+// ---- status -------------------------------------------------------------------------------------
+// What one run says about each stage, for README's status table: did its
+// GPU suite pass, were its sanitizer runs clean, how fast is it at the reference shape.
+//
+// Read from the run folder beside the JSON: tests.log (the test binaries' output, each ending in
+// a line "=== test_<stage>: exit <rc>") and sanitizers_<stage>.log (each run ending in
+// "=== exit <rc>"), as bench/run.sh writes them.
+//
+// README holds the table between two marker lines; `fs_table status book/data --readme README.md`
+// rewrites it there and `--check` only compares (a CPU test runs the check, so README cannot drift
+// from the committed run).
+
+/// Exit 0, any other, 77 (no suitable GPU), or no marker line.
+enum class SuiteResult { passed, failed, skipped, not_run };
+/// The GPU suite of `stage` (a stage or baseline_cublas) in the run's tests.log.
+SuiteResult suite_result(const RunData& run, std::string_view stage);
+
+struct SanitizerResult {
+  int runs = 0;      ///< "=== exit" lines in sanitizers_<stage>.log
+  int failures = 0;  ///< of which with a non-zero exit
+};
+/// Absent when the run has no sanitizers_<stage>.log.
+std::optional<SanitizerResult> sanitizer_result(const RunData& run, std::string_view stage);
+
+/// The shape README quotes speed at (a canonical bench shape).
+inline constexpr std::string_view kStatusShape = "b8_h16_sq2048_skv2048_d128_fp16";
+
+/// Rows: every stage, baseline_cublas, and the SDPA backends; columns: GPU suite, sanitizers,
+/// TFLOP/s at kStatusShape, and that against sdpa_flash and sdpa_cudnn.
+Table status_table(const RunData& run);
+
+inline constexpr std::string_view kStatusBegin =
+    "<!-- status: generated by `fs_table status book/data --readme README.md`; do not edit -->";
+inline constexpr std::string_view kStatusEnd = "<!-- status: end -->";
+
+/// The Markdown between the markers: the run's caption and the table (a placeholder without a
+/// run).
+std::string status_block(const RunData& run);
+/// `readme` with the text between the markers replaced by `block`. Throws InputError when the
+/// markers are missing or out of order.
+std::string replace_status_block(const std::string& readme, const std::string& block);
+
+// ---- book ---------------------------------------------------------------------------------------
+// Every generated fragment the book includes, from one run folder.
+//
+//   table_all.md            the full comparison (the compare section)
+//   table_<stage>.md        one stage against its parent stage, sdpa_flash, sdpa_cudnn, cuBLAS
+//   provenance.md           where and how the run was measured
+//   ncu_<stage>.md          the fixed Nsight Compute metric set of one stage
+//   ncu_diff_<stage>.md     a stage against its parent stage, metric by metric
+//   verdict_<stage>.md      the stage's predictions against the run (the verdict section)
+//   plot_stages.dat/.png    TFLOP/s of every backend at each sweep shape (bench/plots/*.gp)
+//   plot_seqlen.dat/.png    TFLOP/s against S for the last three stages and the baselines
+//
+// Every file is written for every stage of the stage list whatever the run holds, so the book
+// never includes a missing file: without a run each says that no measurement is committed yet
+// and names the command that makes one, and each PNG is a gnuplot placeholder saying so.
+
+/// The command a reader runs on a GPU host to produce a run.
+inline constexpr const char* kGpuCheckCommand = "bench/gpu-check.sh";
+
+struct BookResult {
+  std::vector<std::filesystem::path> written;
+  std::string missing_reason;         ///< non-empty: no run, every fragment is a placeholder
+  std::vector<std::string> warnings;  ///< the run's inconsistencies (also in provenance.md)
+};
+
+/// Writes every fragment of the fp16 shapes of the run in `run_dir` (a run folder, or book/data:
+/// its CURRENT names the run) to `out_dir`, for the stages of `stages`, with this source tree's
+/// metric set (bench/ncu-metrics.txt), gnuplot scripts (bench/plots) and predictions
+/// (stages/<stage>/predictions.csv); gnuplot is the one on PATH. Throws InputError on a
+/// malformed input file and std::runtime_error when a file cannot be written or gnuplot fails.
+BookResult write_book(const std::filesystem::path& run_dir, const std::filesystem::path& out_dir,
+                      const StageList& stages);
+
+}  // namespace flashsteps::table
