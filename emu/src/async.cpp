@@ -71,15 +71,15 @@ void settle(MBar& b) {
   const std::uint32_t parity = b.m.phase() & 1;
   model::SharedWindow& w = shared_window();
   std::vector<std::uint8_t>& view = async_view();
-  std::vector<PendingTma> loads = std::move(b.loads);
+  std::vector<TmaTile> loads = std::move(b.loads);
   b.loads.clear();
-  for (const PendingTma& l : loads) {
+  for (const TmaTile& l : loads) {
     std::uint32_t bytes = 0;
     {
       const sanitize::Visible load;  // the load's accesses, as the thread that lands it
-      bytes = model::tma_load_tile(model::decode(l.map.data()), l.coords, w, l.dst);
+      bytes = model::tma_load_tile(model::decode(l.map.data()), l.coords, w, l.smem);
     }
-    std::memcpy(view.data() + l.dst, w.base + l.dst, bytes);  // written by the async proxy
+    std::memcpy(view.data() + l.smem, w.base + l.smem, bytes);  // written by the async proxy
     b.m.complete_tx(bytes);
   }
   std::vector<CopyArrival> arrivals = std::move(b.arrivals);
@@ -299,26 +299,38 @@ void mbarrier_inval(std::uint64_t* bar) {
   mbar(bar, "mbarrier.inval").m.inval();
 }
 
-void fence_mbarrier_init() {
-  block_extra().mbarrier_init_fenced = true;
-}
+// Orders mbarrier.init before the async proxy's use of the object across a cluster; blocks run
+// alone here, so there is nothing to order (and nothing the emulator checks).
+void fence_mbarrier_init() {}
 
-void tma_load(void* dst, const void* tensor_map, const std::int32_t* coords, int rank,
-              std::uint64_t* bar) {
-  const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
-  const std::uint32_t a = shared_address(dst, "cp.async.bulk.tensor (destination)");
-  MBar& b = mbar(bar, "cp.async.bulk.tensor (its mbarrier)");
+namespace {
+// A TMA copy's tile, checked against its map (the decoded map through `map_out`, if given).
+TmaTile tma_tile(const void* tensor_map, const std::int32_t* coords, int rank, const void* smem,
+                 const char* what, const model::TensorMap** map_out) {
+  TmaTile t{};
+  t.smem = shared_address(smem, what);
   const model::TensorMap& map = model::decode(tensor_map);
   if (rank != static_cast<int>(map.rank))
     fault("cp.async.bulk.tensor." + std::to_string(rank) + "d with a tensor map of rank " +
           std::to_string(map.rank));
-  PendingTma l{};
-  std::memcpy(l.map.data(), tensor_map, 128);
-  std::copy(coords, coords + rank, l.coords);
-  l.rank = rank;
-  l.dst = a;
+  std::memcpy(t.map.data(), tensor_map, 128);
+  std::copy(coords, coords + rank, t.coords);
+  t.rank = rank;
+  if (map_out) *map_out = &map;
+  return t;
+}
+}  // namespace
+
+void tma_load(void* dst, const void* tensor_map, const std::int32_t* coords, int rank,
+              std::uint64_t* bar) {
+  const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
+  const model::TensorMap* map = nullptr;
+  const TmaTile l =
+      tma_tile(tensor_map, coords, rank, dst, "cp.async.bulk.tensor (destination)", &map);
+  const std::uint32_t a = l.smem;
+  MBar& b = mbar(bar, "cp.async.bulk.tensor (its mbarrier)");
   // The box's bytes hold poison until the load lands.
-  const std::uint32_t bytes = static_cast<std::uint32_t>(map.box_bytes());
+  const std::uint32_t bytes = static_cast<std::uint32_t>(map->box_bytes());
   shared_window().check(a, bytes, "cp.async.bulk.tensor (destination box)");
   {
     const sanitize::Visible load;  // the load may write from now on
@@ -331,18 +343,8 @@ void tma_load(void* dst, const void* tensor_map, const std::int32_t* coords, int
 
 void tma_store(const void* tensor_map, const std::int32_t* coords, int rank, const void* src) {
   const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
-  const std::uint32_t a = shared_address(src, "cp.async.bulk.tensor (source)");
-  const model::TensorMap& map = model::decode(tensor_map);
-  if (rank != static_cast<int>(map.rank))
-    fault("cp.async.bulk.tensor." + std::to_string(rank) + "d with a tensor map of rank " +
-          std::to_string(map.rank));
-  PendingStore s{};
-  std::memcpy(s.map.data(), tensor_map, 128);
-  std::copy(coords, coords + rank, s.coords);
-  s.rank = rank;
-  s.src = a;
-  s.group = -1;
-  thread_extra().stores.push_back(s);
+  thread_extra().stores.push_back(
+      {tma_tile(tensor_map, coords, rank, src, "cp.async.bulk.tensor (source)", nullptr), -1});
 }
 
 void bulk_commit_group() {
@@ -360,11 +362,11 @@ void bulk_wait_group(int n, bool) {
   std::vector<PendingStore> keep;
   for (const PendingStore& s : t.stores) {
     if (s.group >= 0 && s.group < done_below) {
-      const model::TensorMap& map = model::decode(s.map.data());
-      check_async_proxy_read(s.src, static_cast<std::uint32_t>(map.box_bytes()),
+      const model::TensorMap& map = model::decode(s.tile.map.data());
+      check_async_proxy_read(s.tile.smem, static_cast<std::uint32_t>(map.box_bytes()),
                              "cp.async.bulk.tensor (store source)");
       const sanitize::Visible store;  // the store reads shared memory, writes global
-      model::tma_store_tile(map, s.coords, shared_window(), s.src);
+      model::tma_store_tile(map, s.tile.coords, shared_window(), s.tile.smem);
     } else {
       keep.push_back(s);
     }

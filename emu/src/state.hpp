@@ -20,12 +20,16 @@ struct PendingCopy {  // one cp.async, not landed yet
   int group;  // the cp.async group it belongs to; -1 while the group is open
 };
 
-struct PendingStore {                             // one TMA store, shared memory not read yet
+struct TmaTile {  // one TMA tile copy: the map, the box's coordinates, its shared-memory end
   alignas(64) std::array<std::uint8_t, 128> map;  // a CUtensorMap copy (64-byte aligned, as one)
   std::int32_t coords[5];
   int rank;
-  std::uint32_t src;  // shared address
-  int group;          // bulk async-group; -1 while open
+  std::uint32_t smem;  // shared address of the box (destination of a load, source of a store)
+};
+
+struct PendingStore {  // one TMA store, shared memory not read yet
+  TmaTile tile;
+  int group;  // bulk async-group; -1 while open
 };
 
 struct PendingMma {  // one wgmma.mma_async: its result, written into d at the wait
@@ -46,13 +50,6 @@ struct ThreadExtra {
   bool wgmma_fenced = false;  // a wgmma.fence since the last wait (registers may have changed)
 };
 
-struct PendingTma {  // one TMA load, landing when its mbarrier is waited on
-  alignas(64) std::array<std::uint8_t, 128> map;  // a CUtensorMap copy (64-byte aligned, as one)
-  std::int32_t coords[5];
-  int rank;
-  std::uint32_t dst;  // shared address
-};
-
 struct CopyArrival {  // cp.async.mbarrier.arrive: lands `owner`'s copies up to `upto`, then arrives
   ThreadExtra* owner;
   std::uint64_t upto;
@@ -61,13 +58,12 @@ struct CopyArrival {  // cp.async.mbarrier.arrive: lands `owner`'s copies up to 
 
 struct MBar {
   model::MBarrier m;
-  std::vector<PendingTma> loads;
+  std::vector<TmaTile> loads;  // TMA loads landing when the mbarrier is waited on
   std::vector<CopyArrival> arrivals;
 };
 
 struct BlockExtra {
   std::map<std::uint32_t, MBar> bars;  // by shared address
-  bool mbarrier_init_fenced = false;
   // The shared memory as the async proxy last saw it (at the last fence.proxy.async, plus what
   // TMA wrote since): an async-proxy read of bytes that differ was not ordered by a fence.
   std::vector<std::uint8_t> async_view;
