@@ -21,7 +21,8 @@
 #                                   FSEMU_SANITIZER_CASES must pass with no report
 #   fsemu_planted_{asan,tsan}       kernels with a planted race, shared and global out-of-bounds
 #                                   read (tests/sanitize/planted.cu); CTest emu.{asan,tsan}.planted_*
-#                                   pass only when the sanitizer reports them (expect-report.sh)
+#                                   pass only when the sanitizer reports them
+#                                   (emu/tests/expect-failure.sh)
 option(FLASHSTEPS_EMULATION_SANITIZERS
        "Build sanitizer (ASan, TSan) flavours of the emulated stage tests (emu/sanitize.cmake)" ON)
 set(FSEMU_SANITIZED_STAGES "all" CACHE STRING
@@ -100,7 +101,7 @@ endforeach()
 # passes only if the planted bug is reported with output matching every pattern.
 function(fsemu_expect_report name what target arg)
   add_test(NAME ${name}
-           COMMAND "${FSEMU_SANITIZE_DIR}/expect-report.sh" "${what}" ${ARGN} --
+           COMMAND "${FSEMU_EXPECT_FAILURE}" "${what}" ${ARGN} --
                    $<TARGET_FILE:${target}> ${arg})
   set_tests_properties(${name} PROPERTIES LABELS "cpu;emu;sanitizer"
                        ENVIRONMENT "${FSEMU_SANITIZER_ENV}")
@@ -130,12 +131,6 @@ fsemu_expect_report(emu.asan.planted_global_oob "a read past a cudaMalloc'd buff
 add_test(NAME emu.tsan.planted_synced COMMAND fsemu_planted_tsan synced)
 set_tests_properties(emu.tsan.planted_synced PROPERTIES
                      LABELS "cpu;emu;sanitizer" ENVIRONMENT "${FSEMU_SANITIZER_ENV}")
-find_program(FSEMU_SHELLCHECK shellcheck)
-if(FSEMU_SHELLCHECK)
-  add_test(NAME emu.sanitize.shellcheck
-           COMMAND ${FSEMU_SHELLCHECK} -S style "${FSEMU_SANITIZE_DIR}/expect-report.sh")
-  set_tests_properties(emu.sanitize.shellcheck PROPERTIES LABELS "cpu;emu")
-endif()
 
 # The stages exist only once stages/CMakeLists.txt has run: their sanitizer builds are added at
 # the end of the top-level directory.
