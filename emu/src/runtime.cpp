@@ -721,9 +721,8 @@ std::string run_grid(const LaunchConfig& config, const std::function<void()>& bo
   const std::uint64_t nblocks = std::uint64_t{g.x} * g.y * g.z;
   const std::uint64_t nthreads = std::uint64_t{bd.x} * bd.y * bd.z;
   if (nthreads == 0 || nthreads > 1024 || nblocks == 0)
-    return "fsemu: invalid launch configuration of " + std::string(config.kernel_name) + ": " +
-           std::to_string(nthreads) + " threads per block (1..1024), " + std::to_string(nblocks) +
-           " blocks";
+    return "fsemu: invalid launch configuration: " + std::to_string(nthreads) +
+           " threads per block (1..1024), " + std::to_string(nblocks) + " blocks";
   Block b;
   b.config = config;
   // Shared memory: the window starts kDynamicSmemOffset bytes before the dynamic part; all of it
@@ -769,7 +768,7 @@ std::string run_grid(const LaunchConfig& config, const std::function<void()>& bo
   }
   g_block = nullptr;
   if (!failure.empty()) {
-    failure = "fsemu: " + std::string(config.kernel_name) + ": " + failure;
+    failure = "fsemu: " + failure;
     std::fprintf(stderr, "%s\n", failure.c_str());
   }
   return failure;

@@ -14,7 +14,7 @@
 // continue. Participants that reach different operations are reported, as is a mask that leaves
 // out the calling lane.
 //
-// What this proves and what it does not: emulation/README.md.
+// What this proves and what it does not: emu/README.md.
 #pragma once
 
 #include <vector_types.h>
@@ -100,7 +100,6 @@ struct LaunchConfig {
   dim3 grid;
   dim3 block;
   std::size_t dynamic_smem = 0;
-  const char* kernel_name = "kernel";
 };
 std::string run_grid(const LaunchConfig& config, const std::function<void()>& body);
 
