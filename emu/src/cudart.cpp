@@ -157,6 +157,10 @@ cudaError_t cudaMalloc(void** p, std::size_t bytes) {
   void* q = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
 #endif
   if (!q) return set(cudaErrorMemoryAllocation);
+  // cudaMalloc's memory holds whatever was there before; here it holds NaN (0xFF bytes are a NaN
+  // in fp32, fp16 and bf16), so a kernel that reads memory nothing wrote — a workspace's padding,
+  // say — computes NaN instead of quietly reading the zeros a fresh host page would give.
+  std::memset(q, 0xFF, bytes);
   g_allocations[q] = bytes;
   g_allocated += bytes;
   *p = q;
