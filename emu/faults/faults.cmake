@@ -252,3 +252,18 @@ flashsteps_fault(02_missing_barrier_before_staging STAGE 02_wmma
   TO   [=[    // (planted fault: the barrier before the staging tile overwrites Q and K is gone)]=]
   EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
 
+
+# ---- baseline_cublas --------------------------------------------------------------------------
+# S and P are stored at a padded row pitch (score_pitch); Skv = 300 in the test below is not a
+# multiple of 8, so a call that mixes up Skv and the pitch reads the wrong rows.
+flashsteps_fault(baseline_softmax_reads_unpadded_s STAGE baseline_cublas
+  BREAKS "the softmax reads S at pitch Skv although the first GEMM wrote it at the padded pitch"
+  FROM [=[{pr.batch_heads() * pr.seq_q, sq, skv, ld, ld}]=]
+  TO   [=[{pr.batch_heads() * pr.seq_q, sq, skv, skv, ld}]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+
+flashsteps_fault(baseline_pv_reads_unpadded_p STAGE baseline_cublas
+  BREAKS "the second GEMM reads P at pitch Skv although the softmax wrote it at the padded pitch"
+  FROM [=[p, cuda_type<T>(), ld, static_cast<long long>(sq) * ld,]=]
+  TO   [=[p, cuda_type<T>(), skv, static_cast<long long>(sq) * ld,]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")

@@ -98,7 +98,8 @@ void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
   // One block per row of S: three passes over the row in global memory (max, sum, normalise),
   // overwriting S with P in place and writing LSE = m + log(l). The kernel is shared with stages
   // 01 and 02 and the cuBLAS baseline: common/include/flashsteps/cuda/row_softmax.cuh.
-  launch_row_softmax<float, kCausal>(s, s, a.lse, {sh.bh * sh.sq, sh.sq, sh.skv, sh.skv}, stream);
+  launch_row_softmax<float, kCausal>(s, s, a.lse, {sh.bh * sh.sq, sh.sq, sh.skv, sh.skv, sh.skv},
+                                     stream);
   //! [softmax]
   const auto pv_blocks = grid_size(sh.bh * sh.sq * sh.d, Tile::kPvThreads, Tile::kMaxBlocks);
   FS_CUDA_CHECK(launch_kernel(pv_kernel<T, kCausal>, pv_blocks, Tile::kPvThreads, 0, stream, s,

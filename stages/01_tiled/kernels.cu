@@ -235,7 +235,8 @@ void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
       grid_size(sh.bh * tiles_q * ceil_div(sh.skv, Tile::kBc), 1, Tile::kMaxBlocks);
   FS_CUDA_CHECK(launch_kernel(scores_kernel<T, D, kCausal>, score_blocks, Tile::kThreads, 0, stream,
                               static_cast<const T*>(a.q), static_cast<const T*>(a.k), s, sh));
-  launch_row_softmax<float, kCausal>(s, s, a.lse, {sh.bh * sh.sq, sh.sq, sh.skv, sh.skv}, stream);
+  launch_row_softmax<float, kCausal>(s, s, a.lse, {sh.bh * sh.sq, sh.sq, sh.skv, sh.skv, sh.skv},
+                                     stream);
   const unsigned pv_blocks = grid_size(sh.bh * tiles_q, 1, Tile::kMaxBlocks);
   FS_CUDA_CHECK(launch_kernel(pv_kernel<T, D, kCausal>, pv_blocks, Tile::kThreads, 0, stream, s,
                               static_cast<const T*>(a.v), static_cast<T*>(a.o), sh));

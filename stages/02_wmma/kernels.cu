@@ -317,7 +317,8 @@ void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
   FS_CUDA_CHECK(launch_kernel(scores_kernel<T, D, kCausal>, score_blocks, Tile::kThreads,
                               Tile::kScoresSmemBytes, stream, static_cast<const T*>(a.q),
                               static_cast<const T*>(a.k), s, sh));
-  launch_row_softmax<T, kCausal>(s, p, a.lse, {sh.bh * sh.sq, sh.sq, sh.skv, sh.ldp}, stream);
+  launch_row_softmax<T, kCausal>(s, p, a.lse, {sh.bh * sh.sq, sh.sq, sh.skv, sh.skv, sh.ldp},
+                                 stream);
   const unsigned pv_blocks = grid_size(sh.bh * tiles_q, 1, Tile::kMaxBlocks);
   FS_CUDA_CHECK(launch_kernel(pv_kernel<T, D, kCausal>, pv_blocks, Tile::kThreads,
                               Tile::kPvSmemBytes, stream, p, static_cast<const T*>(a.v),

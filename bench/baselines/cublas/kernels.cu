@@ -5,6 +5,11 @@
 //
 //     S = scale · Q Kᵀ   cublasGemmStridedBatchedEx, fp16/bf16 in, fp32 S out     [B·H, Sq, Skv]
 //     P = softmax(S)     one block per row, causal mask applied here, P in the dtype, LSE fp32
+//
+// S and P are stored with their rows padded to a multiple of 8 elements (score_pitch), as a
+// practitioner would: the GEMMs' leading dimension stays 16-byte aligned at any Skv. The padding
+// columns are never read (the first GEMM leaves S's unwritten, the softmax writes P's as 0 and the
+// second GEMM's k = Skv stops before them).
 //     O = P V            cublasGemmStridedBatchedEx, fp16/bf16 in and out, fp32 accumulation
 //
 // cuBLAS is column-major, our tensors row-major: a row-major [R, C] matrix is a column-major
@@ -12,8 +17,8 @@
 // Oᵀ = Vᵀ·Pᵀ. With causal masking the GEMMs still compute every score: cuBLAS cannot skip the
 // masked half, which is part of the lesson.
 //
-// Limits: D <= 256, any Sq/Skv >= 1 as long as S (4 bytes) and P (2 bytes) per score fit in
-// device memory.
+// Limits: D <= 256, any Sq/Skv >= 1 as long as S (4 bytes) and P (2 bytes) per padded score fit
+// in device memory.
 // =================================================================================================
 #include <cublas_v2.h>
 
@@ -37,22 +42,24 @@ void enqueue(cublasHandle_t handle, const Problem& pr, const AttentionArgs& a,
              cudaStream_t stream) {
   const int sq = static_cast<int>(pr.seq_q), skv = static_cast<int>(pr.seq_kv);
   const int d = static_cast<int>(pr.head_dim), batch = static_cast<int>(pr.batch_heads());
-  float* s = static_cast<float*>(a.workspace);  // [BH, Sq, Skv] fp32
-  T* p = reinterpret_cast<T*>(static_cast<char*>(a.workspace) + p_offset_bytes(pr));  // [BH,Sq,Skv]
+  const int ld = static_cast<int>(score_pitch(pr));  // row pitch of S and P, >= Skv
+  float* s = static_cast<float*>(a.workspace);       // [BH, Sq, ld] fp32
+  T* p = reinterpret_cast<T*>(static_cast<char*>(a.workspace) + p_offset_bytes(pr));  // [BH,Sq,ld]
   const float scale = pr.softmax_scale(), one = 1.0f, zero = 0.0f;
   FS_CUBLAS_CHECK(cublasSetStream(handle, stream));
   // Sᵀ (Skv×Sq, col-major) = K (stored D×Skv, transposed) · Qᵀ (stored D×Sq)
   FS_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       handle, CUBLAS_OP_T, CUBLAS_OP_N, skv, sq, d, &scale, a.k, cuda_type<T>(), d,
       static_cast<long long>(skv) * d, a.q, cuda_type<T>(), d, static_cast<long long>(sq) * d,
-      &zero, s, CUDA_R_32F, skv, static_cast<long long>(sq) * skv, batch, CUBLAS_COMPUTE_32F,
+      &zero, s, CUDA_R_32F, ld, static_cast<long long>(sq) * ld, batch, CUBLAS_COMPUTE_32F,
       CUBLAS_GEMM_DEFAULT));
   // The unfused stages' row softmax (flashsteps/cuda/row_softmax.cuh), P written in the dtype.
-  launch_row_softmax<T, kCausal>(s, p, a.lse, {pr.batch_heads() * pr.seq_q, sq, skv, skv}, stream);
+  launch_row_softmax<T, kCausal>(s, p, a.lse, {pr.batch_heads() * pr.seq_q, sq, skv, ld, ld},
+                                 stream);
   // Oᵀ (D×Sq, col-major) = Vᵀ (stored D×Skv) · Pᵀ (stored Skv×Sq)
   FS_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       handle, CUBLAS_OP_N, CUBLAS_OP_N, d, sq, skv, &one, a.v, cuda_type<T>(), d,
-      static_cast<long long>(skv) * d, p, cuda_type<T>(), skv, static_cast<long long>(sq) * skv,
+      static_cast<long long>(skv) * d, p, cuda_type<T>(), ld, static_cast<long long>(sq) * ld,
       &zero, a.o, cuda_type<T>(), d, static_cast<long long>(sq) * d, batch, CUBLAS_COMPUTE_32F,
       CUBLAS_GEMM_DEFAULT));
 }

@@ -9,10 +9,18 @@
 
 namespace flashsteps::cublas_baseline {
 
-/// GEMM → softmax → GEMM on `stream`. Workspace: fp32 S then dtype P, [B·H, Sq, Skv] each.
-/// Where P starts in the workspace: after S, rounded up to 256 bytes.
+/// Row pitch of S and P in elements: Skv rounded up to a multiple of 8, so that every row of S
+/// (fp32) and of P (16-bit) starts on a 16-byte boundary whatever Skv is. cuBLAS's fastest
+/// tensor-core kernels want 16-byte-aligned leading dimensions; an unpadded ragged Skv
+/// (say 1001) would push both GEMMs off them, which no practitioner would accept.
+inline std::int64_t score_pitch(const Problem& p) {
+  return (p.seq_kv + 7) / 8 * 8;
+}
+
+/// GEMM → softmax → GEMM on `stream`. Workspace: fp32 S then dtype P, [B·H, Sq, score_pitch]
+/// each. Where P starts in the workspace: after S, rounded up to 256 bytes.
 inline std::int64_t p_offset_bytes(const Problem& p) {
-  return (4 * p.batch_heads() * p.seq_q * p.seq_kv + 255) / 256 * 256;
+  return (4 * p.batch_heads() * p.seq_q * score_pitch(p) + 255) / 256 * 256;
 }
 
 template <class T, bool kCausal>

@@ -19,9 +19,11 @@ class CublasBaseline final : public Stage {
   // refuses B*H >= 2^31); the device limit is memory for S and P, checked by check_runnable().
   Support supports(const Problem&, const DeviceInfo&) const override { return Support::yes(); }
 
-  // S in fp32, then P in the dtype from the next 256-byte boundary (cuBLAS's preferred alignment).
+  // S in fp32, then P in the dtype from the next 256-byte boundary (cuBLAS's preferred alignment),
+  // both with rows padded to cublas_baseline::score_pitch.
   std::int64_t workspace_bytes(const Problem& p) const override {
-    return cublas_baseline::p_offset_bytes(p) + 2 * p.batch_heads() * p.seq_q * p.seq_kv;
+    return cublas_baseline::p_offset_bytes(p) +
+           2 * p.batch_heads() * p.seq_q * cublas_baseline::score_pitch(p);
   }
 
   void setup(const DeviceInfo&) override {

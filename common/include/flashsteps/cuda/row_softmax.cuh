@@ -3,15 +3,17 @@
 //
 //     P[r, :] = softmax(S[r, 0:end))   and zeros past `end`,   LSE[r] = m + log(l)
 //
-// where r is a flat row of S ([B·H·Sq, Skv] fp32, row pitch Skv) and end = the causal
+// where r is a flat row of S ([B·H·Sq, Skv] fp32, row pitch lds >= Skv) and end = the causal
 // kv_end of the row's query index (Skv without a mask). Only S[r, 0:end) is read: the producer
-// of S need not write masked scores at all. P is written on the whole row pitch [0, ldp): zeros
-// at and past `end`, so the P·V kernel that follows may read any column below ldp.
+// of S need not write masked scores, nor the columns [Skv, lds) of a padded pitch. P is written on
+// the whole row pitch [0, ldp): zeros at and past `end`, so the P·V kernel that follows may read
+// any column below ldp.
 //
 // P's element type picks the variant:
-//   PT = float                 in place (p == s, ldp == Skv): stages 00 and 01.
+//   PT = float                 in place (p == s, lds == ldp == Skv): stages 00 and 01.
 //   PT = __half/__nv_bfloat16  a separate buffer in the input dtype, so P·V can run on tensor
-//                              cores: stage 02 and the cuBLAS baseline.
+//                              cores: stage 02 (lds = Skv) and the cuBLAS baseline (S and P both
+//                              padded to a multiple of 8 elements, cuBLAS's 16-byte rule).
 // Because in place is allowed, `s` and `p` are not __restrict__: each element is read and then
 // overwritten by the same thread in the last pass, so the aliasing is harmless but real.
 #pragma once
@@ -44,7 +46,8 @@ struct RowSoftmaxTraits {
 struct RowSoftmaxShape {
   long long rows;  ///< B·H·Sq rows of S
   long long sq;    ///< queries per head: the row's query index is row % sq
-  long long skv;   ///< keys per row; also S's row pitch
+  long long skv;   ///< keys per row
+  long long lds;   ///< S's row pitch in elements, >= skv; columns [skv, lds) are never read
   long long ldp;   ///< P's row pitch in elements, >= skv; columns [skv, ldp) are written 0
 };
 
@@ -67,7 +70,7 @@ __global__ void __launch_bounds__(RowSoftmaxTraits::kThreads)
     row_softmax_kernel(const float* s, PT* p, float* __restrict__ lse, RowSoftmaxShape sh) {
   __shared__ float scratch[32];
   for (long long row = blockIdx.x; row < sh.rows; row += gridDim.x) {
-    const float* sr = s + row * sh.skv;  // (Skv) row of S
+    const float* sr = s + row * sh.lds;  // (Skv) row of S
     PT* pr = p + row * sh.ldp;           // (ldp) row of P; may be the same memory as sr
     const long long end = causal_kv_end(row % sh.sq, sh.sq, sh.skv, kCausal);
     float m = -INFINITY;
@@ -92,13 +95,14 @@ __global__ void __launch_bounds__(RowSoftmaxTraits::kThreads)
 }
 //! [row_softmax]
 
-/// Enqueues the row softmax on `stream`. In place (PT = float) needs p == s and ldp == skv.
+/// Enqueues the row softmax on `stream`. In place (PT = float) needs p == s and ldp == lds.
 template <class PT, bool kCausal>
 void launch_row_softmax(const float* s, PT* p, float* lse, const RowSoftmaxShape& sh,
                         cudaStream_t stream) {
-  if (sh.ldp < sh.skv || (static_cast<const void*>(p) == s && sh.ldp != sh.skv)) {
+  if (sh.lds < sh.skv || sh.ldp < sh.skv ||
+      (static_cast<const void*>(p) == s && sh.ldp != sh.lds)) {
     throw std::invalid_argument(
-        "launch_row_softmax: P's row pitch must be >= Skv, and == Skv "
+        "launch_row_softmax: S's and P's row pitches must be >= Skv, and equal "
         "when P overwrites S in place");
   }
   const long long blocks =
