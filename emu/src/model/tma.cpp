@@ -80,9 +80,9 @@ void nan_bytes(int type, unsigned char* out) {
   }
 }
 
-// Checks of cp.async.bulk.tensor shared by load and store.
-void check_copy(const TensorMap& map, const std::int32_t* coords, std::uint32_t saddr,
-                const char* what) {
+// Checks of cp.async.bulk.tensor shared by load and store; returns the box's bytes.
+std::uint64_t check_copy(const TensorMap& map, const std::int32_t* coords, const SharedWindow& smem,
+                         std::uint32_t saddr, const char* what) {
   if (coords == nullptr) throw Fault(std::string(what) + ": no tensor coordinates");
   // Shared memory address: 128-byte aligned for tensor copies; with a swizzle mode, aligned to
   // the repeat of the swizzle pattern (PTX ISA, Tensor Swizzling Modes: 256, 512, 1024 bytes for
@@ -98,6 +98,10 @@ void check_copy(const TensorMap& map, const std::int32_t* coords, std::uint32_t 
                                  "Modes)"));
   if (map.global_address == 0)
     throw Fault(std::string(what) + ": the tensor map's global address is null");
+  const std::uint64_t bytes = map.box_bytes();
+  smem.check(saddr, static_cast<std::uint32_t>(bytes > 0xFFFFFFFFull ? 0xFFFFFFFFull : bytes),
+             what);
+  return bytes;
 }
 
 // Calls f(shared byte offset within the box (unswizzled), global byte offset, in_bounds) for every
@@ -326,9 +330,7 @@ const TensorMap& decode(const void* map128) {
 std::uint32_t tma_load_tile(const TensorMap& map, const std::int32_t* coords, SharedWindow& smem,
                             std::uint32_t dst) {
   const char* what = "cp.async.bulk.tensor (load)";
-  check_copy(map, coords, dst, what);
-  const std::uint64_t bytes = map.box_bytes();
-  smem.check(dst, static_cast<std::uint32_t>(bytes > 0xFFFFFFFFull ? 0xFFFFFFFFull : bytes), what);
+  const std::uint64_t bytes = check_copy(map, coords, smem, dst, what);
   const int span = static_cast<int>(map.swizzle_bytes());
   const std::uint32_t eb = map.elem_bytes;
   unsigned char fill[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -346,9 +348,7 @@ std::uint32_t tma_load_tile(const TensorMap& map, const std::int32_t* coords, Sh
 void tma_store_tile(const TensorMap& map, const std::int32_t* coords, const SharedWindow& smem,
                     std::uint32_t src) {
   const char* what = "cp.async.bulk.tensor (store)";
-  check_copy(map, coords, src, what);
-  const std::uint64_t bytes = map.box_bytes();
-  smem.check(src, static_cast<std::uint32_t>(bytes > 0xFFFFFFFFull ? 0xFFFFFFFFull : bytes), what);
+  check_copy(map, coords, smem, src, what);
   const int span = static_cast<int>(map.swizzle_bytes());
   const std::uint32_t eb = map.elem_bytes;
   auto* g = reinterpret_cast<unsigned char*>(map.global_address);
