@@ -130,8 +130,19 @@ std::string provenance_page(const RunData& run) {
         labels.push_back(m.label);
       }
     }
-    for (const std::string& l : labels)
-      kernels.rows.push_back({code(b), code(l)});
+    // "kernels: a, b": one code span per kernel, so the cell can break between them (and the
+    // stylesheet breaks a kernel name longer than the column).
+    for (std::string l : labels) {
+      if (l.rfind("kernels: ", 0) == 0) l.erase(0, 9);
+      Text cell;
+      for (std::size_t at = 0; at <= l.size();) {
+        const std::size_t comma = std::min(l.find(", ", at), l.size());
+        if (!cell.empty()) cell = cell + plain(", ");
+        cell = cell + code(l.substr(at, comma - at));
+        at = comma + 2;
+      }
+      kernels.rows.push_back({code(b), cell});
+    }
   }
   if (!kernels.rows.empty()) os << md(kernels) << '\n';
 
@@ -185,6 +196,20 @@ std::string reduction_note(const NcuProfile& p, const std::string& stage) {
          "\n\n";
 }
 
+// The book's profile tables leave out the column of Nsight Compute names (the second): with it a
+// table is wider than the reading column. The names are in the profiling chapter's metric set,
+// which the line under each table points to.
+Table without_names(Table t) {
+  auto drop = [](auto& v) { v.erase(v.begin() + 1); };
+  drop(t.header);
+  drop(t.numeric);
+  for (auto& row : t.rows)
+    drop(row);
+  return t;
+}
+const char* const kNamesNote =
+    "\nEach metric's Nsight Compute name, and how to read it: \\ref profiling_metrics.\n";
+
 std::string ncu_page(const RunData& run, std::string_view stage,
                      const std::vector<MetricSpec>& metrics) {
   const fs::path csv = ncu_csv(run, stage);
@@ -194,10 +219,10 @@ std::string ncu_page(const RunData& run, std::string_view stage,
            "\n";
   }
   const NcuProfile p = load_ncu_csv(csv);
-  Table t = ncu_table(p, metrics);
+  Table t = without_names(ncu_table(p, metrics));
   t.caption = plain("Nsight Compute: ") + code(std::string(stage));
   return md(run_caption(run) + profile_context(csv)) + "\n\n" +
-         reduction_note(p, std::string(stage)) + md(t);
+         reduction_note(p, std::string(stage)) + md(t) + kNamesNote;
 }
 
 std::string ncu_diff_page(const RunData& run, std::string_view stage,
@@ -218,7 +243,7 @@ std::string ncu_diff_page(const RunData& run, std::string_view stage,
     }
   }
   const NcuProfile pb = load_ncu_csv(before), pa = load_ncu_csv(after);
-  Table t = ncu_diff_table(pb, pa, metrics, prev, std::string(stage));
+  Table t = without_names(ncu_diff_table(pb, pa, metrics, prev, std::string(stage)));
   t.caption =
       plain("Nsight Compute: ") + code(prev) + plain(" against ") + code(std::string(stage));
   std::string text = md(run_caption(run)) + "\n\n";
@@ -229,7 +254,8 @@ std::string ncu_diff_page(const RunData& run, std::string_view stage,
                code(b) + plain("): compare them with care.")) +
             "\n\n";
   }
-  return text + reduction_note(pb, prev) + reduction_note(pa, std::string(stage)) + md(t);
+  return text + reduction_note(pb, prev) + reduction_note(pa, std::string(stage)) + md(t) +
+         kNamesNote;
 }
 
 // --- plots --------------------------------------------------------------------------------
