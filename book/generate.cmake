@@ -46,6 +46,17 @@ if(NOT rc EQUAL 0)
                       "failed (${rc})")
 endif()
 
+# Every stage chapter's "Run it here" box and exercises (book/exercises.cmake), from the stage list
+# and the planted faults; it fails when a chapter is out of step with either.
+execute_process(COMMAND "${CMAKE_COMMAND}" "-DSTAGE_LIST=${STAGE_LIST}"
+                        "-DCHAPTERS=${CMAKE_CURRENT_LIST_DIR}/chapters"
+                        "-DFAULTS=${CMAKE_CURRENT_LIST_DIR}/../emu/faults/faults.cmake"
+                        "-DGEN_DIR=${GEN_DIR}" -P "${CMAKE_CURRENT_LIST_DIR}/exercises.cmake"
+                RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "book: book/exercises.cmake failed (above)")
+endif()
+
 # The stages of the list, in its order.
 include("${CMAKE_CURRENT_LIST_DIR}/../stages/flashsteps_add_stage.cmake")
 flashsteps_read_stage_list("${STAGE_LIST}" list)
@@ -55,7 +66,7 @@ set(stages ${list_STAGES})
 set(expected table_all.md provenance.md plot_stages.png plot_seqlen.png)
 foreach(stage IN LISTS stages)
   list(APPEND expected "table_${stage}.md" "ncu_${stage}.md" "ncu_diff_${stage}.md"
-                       "verdict_${stage}.md")
+                       "verdict_${stage}.md" "run_${stage}.md")
 endforeach()
 set(missing "")
 foreach(f IN LISTS expected)
