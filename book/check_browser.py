@@ -102,8 +102,8 @@ PAGE_CHECK = r"""
     if (f.closest('.MathJax, .MathJax_Display, .MathJax_SVG')) continue;
     if (r.right > right + 1)
       say('a figure overflows its column by ' + px(r.right - right) + ' px', f);
-    const src = f.getAttribute('src') || f.getAttribute('data') || '';
-    if (f.naturalWidth) figures.push({src: f.src, scale: r.width / f.naturalWidth});
+    const src = f.src || f.data || '';  // img and object (Doxygen shows an SVG as an object)
+    if (src) figures.push({src: src, width: r.width});
   }
   // Raw markup: the column's text without code, scripts and typeset formulas.
   const copy = column.cloneNode(true);
@@ -316,14 +316,15 @@ def main():
             findings += [f"{page}: {f}" for f in result["findings"]]
             for fig in result["figures"]:
                 if fig["src"].lower().endswith(".svg"):
-                    s = svg_scale.get(fig["src"])
-                    svg_scale[fig["src"]] = fig["scale"] if s is None else min(s, fig["scale"])
-        for src, scale in sorted(svg_scale.items()):
+                    w = svg_scale.get(fig["src"])  # the narrowest it is drawn, in px
+                    svg_scale[fig["src"]] = fig["width"] if w is None else min(w, fig["width"])
+        for src, drawn in sorted(svg_scale.items()):
             browser.open(src)
             svg = browser.evaluate(SVG_TEXT)
             name = urllib.parse.unquote(src[len(prefix):])
-            if svg["min"] is None:
+            if svg["min"] is None or not svg["width"]:
                 continue
+            scale = drawn / svg["width"]
             shown = svg["min"] * scale
             if shown < MIN_FIGURE_TEXT_PX - 0.05:
                 findings.append(f"{name}: its smallest text is {svg['min']:.1f} px, drawn at "

@@ -508,8 +508,14 @@ TEST_CASE("numbers print with three significant digits", "[format]") {
 
 namespace {
 
-bool is_png(const fs::path& p) {
-  return read(p).rfind("\x89PNG\r\n\x1a\n", 0) == 0;
+// An SVG file as gnuplot's svg terminal writes it, with text no smaller than the book's 11 px.
+bool is_svg(const fs::path& p) {
+  const std::string s = read(p);
+  if (s.rfind("<?xml", 0) != 0 || s.find("<svg") == std::string::npos) return false;
+  static const std::regex size(R"re(font-size="([0-9.]+)")re");
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), size); it != std::sregex_iterator(); ++it)
+    if (std::stod((*it)[1]) < 11.0) return false;
+  return true;
 }
 
 }  // namespace
@@ -520,7 +526,7 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
   CHECK_THAT(r.missing_reason, ContainsSubstring("does not exist"));
   const auto& written = r.written;
   std::vector<std::string> expected = {"table_all.md",    "provenance.md",   "plot_stages.dat",
-                                       "plot_stages.png", "plot_seqlen.dat", "plot_seqlen.png"};
+                                       "plot_stages.svg", "plot_seqlen.dat", "plot_seqlen.svg"};
   for (const std::string& s : build_stages().names()) {
     for (const char* kind : {"table_", "ncu_", "ncu_diff_", "verdict_"}) {
       expected.push_back(kind + std::string(s) + ".md");
@@ -530,8 +536,8 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
   for (const std::string& f : expected) {
     INFO(f);
     REQUIRE(fs::exists(out.path / f));
-    if (f.ends_with(".png")) {
-      CHECK(is_png(out.path / f));
+    if (f.ends_with(".svg")) {
+      CHECK(is_svg(out.path / f));
     } else if (f.ends_with(".dat")) {
       CHECK_THAT(read(out.path / f), StartsWith("# No measurement committed yet") &&
                                          ContainsSubstring("bench/gpu-check.sh"));
@@ -570,8 +576,8 @@ TEST_CASE("the book from a run", "[book][gnuplot]") {
   CHECK_THAT(
       read(out.path / "plot_seqlen.dat"),
       ContainsSubstring("Sq baseline_cublas sdpa_flash sdpa_efficient sdpa_math\n512 34.36"));
-  CHECK(is_png(out.path / "plot_stages.png"));
-  CHECK(is_png(out.path / "plot_seqlen.png"));
+  CHECK(is_svg(out.path / "plot_stages.svg"));
+  CHECK(is_svg(out.path / "plot_seqlen.svg"));
 }
 
 int main(int argc, char** argv) {

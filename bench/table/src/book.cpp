@@ -290,9 +290,9 @@ void run_gnuplot(const std::string& script, const std::string& vars) {
   }
 }
 
-void placeholder_png(Writer& w, const std::string& png, const std::string& message,
+void placeholder_svg(Writer& w, const std::string& svg, const std::string& message,
                      const std::string& detail) {
-  const fs::path out = w.dir / png;
+  const fs::path out = w.dir / svg;
   run_gnuplot("placeholder.gp", "outfile=" + gp_string(out.string()) + "; message=" +
                                     gp_string(message) + "; detail=" + gp_string(detail));
   w.written.push_back(out);
@@ -387,7 +387,7 @@ std::string join(const std::vector<std::string>& v) {
 
 void write_plots(const RunData& run, Writer& w) {
   struct Plot {
-    const char* name;  // stem of the .dat, .png and .gp
+    const char* name;  // stem of the .dat, .svg and .gp
     std::vector<std::string> (*data)(const RunData&, const std::vector<ShapeGroup>&,
                                      std::ostringstream&);
     const char* heading;
@@ -396,11 +396,11 @@ void write_plots(const RunData& run, Writer& w) {
       {"plot_stages", stages_dat, "TFLOP/s of every stage and baseline"},
       {"plot_seqlen", seq_dat, "TFLOP/s against sequence length, last stages and baselines"}};
   for (const Plot& p : plots) {
-    const std::string dat = std::string(p.name) + ".dat", png = std::string(p.name) + ".png";
+    const std::string dat = std::string(p.name) + ".dat", svg = std::string(p.name) + ".svg";
     if (run.empty()) {
       w.write(dat, "# No measurement committed yet: run " + std::string(kGpuCheckCommand) +
                        " on a GPU host to produce one.\n");
-      placeholder_png(w, png, "No measurement committed yet.",
+      placeholder_svg(w, svg, "No measurement committed yet.",
                       "Run " + std::string(kGpuCheckCommand) + " on a GPU host to produce one.");
       continue;
     }
@@ -408,13 +408,13 @@ void write_plots(const RunData& run, Writer& w) {
     const auto titles = p.data(run, sweeps(run, kDType), os);
     if (titles.empty()) {
       w.write(dat, "# This run has no timed sequence-length sweep.\n");
-      placeholder_png(w, png, "This run has no timed sequence-length sweep.",
+      placeholder_svg(w, svg, "This run has no timed sequence-length sweep.",
                       "Run " + run.label + ", " + std::string(to_string(kDType)) +
                           ": the tables list the shapes it measured.");
       continue;
     }
     w.write(dat, os.str());
-    const fs::path out = w.dir / png;
+    const fs::path out = w.dir / svg;
     const std::string gpu = run_gpu_name(run);
     const std::string heading = std::string(p.heading) + ", " + std::string(to_string(kDType));
     const std::string subheading = (gpu.empty() ? "" : gpu + ", ") + "run " + run.label;

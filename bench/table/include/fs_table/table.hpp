@@ -455,8 +455,8 @@ std::string replace_status_block(const std::string& readme, const std::string& b
 //   ncu_<stage>.md          the fixed Nsight Compute metric set of one stage
 //   ncu_diff_<stage>.md     a stage against its parent stage, metric by metric
 //   verdict_<stage>.md      the stage's predictions against the run (the verdict section)
-//   plot_stages.dat/.png    TFLOP/s of every backend at each sweep shape (bench/plots/*.gp)
-//   plot_seqlen.dat/.png    TFLOP/s against S for the last three stages and the baselines
+//   plot_stages.dat/.svg    TFLOP/s of every backend at each sweep shape (bench/plots/*.gp)
+//   plot_seqlen.dat/.svg    TFLOP/s against S for the last three stages and the baselines
 //
 // Every file is written for every stage of the stage list whatever the run holds, so the book
 // never includes a missing file: without a run each says that no measurement is committed yet
