@@ -440,8 +440,11 @@ inline constexpr std::string_view kStatusBegin =
 inline constexpr std::string_view kStatusEnd = "<!-- status: end -->";
 
 /// The Markdown between the markers: the run's caption and the table (a placeholder without a
-/// run).
-std::string status_block(const RunData& run);
+/// run), then a note for every stage slower than its parent at kStatusShape. With `chapters`
+/// (book/chapters) the note names the section of the stage's chapter (stage_<name>.md) whose
+/// heading says "slower", and a slower stage whose chapter has none is an InputError: README may
+/// not show a step backwards that the book does not explain.
+std::string status_block(const RunData& run, const std::filesystem::path& chapters = {});
 /// `readme` with the text between the markers replaced by `block`. Throws InputError when the
 /// markers are missing or out of order.
 std::string replace_status_block(const std::string& readme, const std::string& block);
