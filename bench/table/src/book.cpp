@@ -196,6 +196,37 @@ std::string reduction_note(const NcuProfile& p, const std::string& stage) {
          "\n\n";
 }
 
+// A stage's timing in the book: stage_table split into one table per sweep (D, mask, H, tokens),
+// its rows labelled by sequence length and batch only, so that the table fits the reading column
+// without a scroll bar and a row label does not wrap into a column of its own. The notes, numbered
+// across the whole table, follow the last part.
+std::string stage_tables_page(const RunData& run, const std::string& stage) {
+  const Table all = stage_table(run, stage, kDType);
+  std::string out;
+  std::size_t r = 0;
+  for (const ShapeGroup& g : shape_groups(run, kDType)) {
+    Table part;
+    part.caption = code(stage) + plain(", ") + g.caption();
+    part.header = all.header;
+    part.header[0] = plain("S (B)");
+    part.numeric = all.numeric;
+    for (const Problem& p : g.shapes) {
+      std::vector<Text> row = all.rows.at(r++);
+      row[0] = plain(column_label(p) + " (" + std::to_string(p.batch) + ")");
+      part.rows.push_back(std::move(row));
+    }
+    out += md(part) + '\n';
+  }
+  if (r != all.rows.size()) throw std::logic_error("stage_tables_page: rows and sweeps disagree");
+  if (!all.notes.empty()) {
+    Table notes_only;
+    notes_only.notes = all.notes;
+    const std::string rendered = render(notes_only, Format::markdown);
+    out += rendered.substr(rendered.find("- ("));  // the notes without an empty table
+  }
+  return out;
+}
+
 // The book's profile tables leave out the column of Nsight Compute names (the second): with it a
 // table is wider than the reading column. The names are in the profiling chapter's metric set,
 // which the line under each table points to.
@@ -458,7 +489,7 @@ BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const St
     const std::string timing =
         run.shapes(kDType).empty()
             ? md(plain("This run has no " + std::string(to_string(kDType)) + " timings.")) + '\n'
-            : md(stage_table(run, stage, kDType)) + '\n' + md(legend()) + '\n';
+            : stage_tables_page(run, stage) + '\n' + md(legend()) + '\n';
     w.write("table_" + stage + ".md", md(run_caption(run)) + "\n\n" + timing);
     w.write("ncu_" + stage + ".md", ncu_page(run, stage, metrics));
     w.write("ncu_diff_" + stage + ".md", ncu_diff_page(run, stage, metrics));
