@@ -194,7 +194,8 @@ foreach(stage IN LISTS list_STAGES)
     string(JOIN "" layout ${layout})
   endif()
   file(WRITE "${GEN_DIR}/run_${stage}.md"
-"<b>Run it here, without a GPU</b> (preset `cpu`: `cmake --workflow --preset cpu`, or
+"\\htmlonly<div class=\"fs-run-it-here\">\\endhtmlonly
+<b>Run it here, without a GPU</b> (preset `cpu`: `cmake --workflow --preset cpu`, or
 `tests/run.sh`). The CPU emulator runs this stage's own kernels, thread by thread, and checks
 their output with the GPU suite's rule; it times nothing:
 
@@ -208,6 +209,7 @@ The other commands of this chapter time or profile on a GPU: they are written fo
 (`build/gpu/...`); the preset `cpu` builds the same runners in `build/cpu`, which on a machine
 without a GPU refuse with exit code 3. The exercises at the end of the chapter run on either
 machine, in `build/cpu` (the preset `gpu` builds no emulator).
+\\htmlonly</div>\\endhtmlonly
 ")
   list(APPEND fragments "run_${stage}.md")
 
