@@ -46,16 +46,34 @@ if(NOT rc EQUAL 0)
                       "failed (${rc})")
 endif()
 
+# Every stage chapter's "Run it here" box and exercises (book/exercises.cmake), from the stage list
+# and the planted faults; it fails when a chapter is out of step with either.
+# (CHAPTERS and FAULTS: the book's own unless given; tests/stages/add_stage.cmake gives copies
+# with a throwaway stage's chapter and faults.)
+if(NOT CHAPTERS)
+  set(CHAPTERS "${CMAKE_CURRENT_LIST_DIR}/chapters")
+endif()
+if(NOT FAULTS)
+  set(FAULTS "${CMAKE_CURRENT_LIST_DIR}/../emu/faults/faults.cmake")
+endif()
+execute_process(COMMAND "${CMAKE_COMMAND}" "-DSTAGE_LIST=${STAGE_LIST}" "-DCHAPTERS=${CHAPTERS}"
+                        "-DFAULTS=${FAULTS}"
+                        "-DGEN_DIR=${GEN_DIR}" -P "${CMAKE_CURRENT_LIST_DIR}/exercises.cmake"
+                RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "book: book/exercises.cmake failed (above)")
+endif()
+
 # The stages of the list, in its order.
 include("${CMAKE_CURRENT_LIST_DIR}/../stages/flashsteps_add_stage.cmake")
 flashsteps_read_stage_list("${STAGE_LIST}" list)
 set(stages ${list_STAGES})
 
 # The contract the chapters rely on: every fragment they \include{doc} and every image they show.
-set(expected table_all.md provenance.md plot_stages.png plot_seqlen.png)
+set(expected table_all.md provenance.md plot_stages.svg plot_seqlen.svg)
 foreach(stage IN LISTS stages)
   list(APPEND expected "table_${stage}.md" "ncu_${stage}.md" "ncu_diff_${stage}.md"
-                       "verdict_${stage}.md")
+                       "verdict_${stage}.md" "run_${stage}.md")
 endforeach()
 set(missing "")
 foreach(f IN LISTS expected)

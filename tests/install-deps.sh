@@ -3,7 +3,8 @@
 # The CUDA toolkit (12.9 or newer: nvcc, cuBLAS, CCCL) is not a Debian package of the right
 # version: it is checked for and named, not installed. CMake must be 3.25 or newer: a newer cmake
 # already on PATH (e.g. `pip install cmake`, where the distribution's is older) is used as it is.
-#   tests/install-deps.sh [--book]     --book adds the book's tools (doxygen, gnuplot, MathJax 2)
+#   tests/install-deps.sh [--book]     --book adds the book's tools (doxygen, gnuplot, MathJax 2,
+#                                      and Chromium with python3-websocket for its browser test)
 # Set FLASHSTEPS_NO_INSTALL=1 where the packages come another way (a GPU host without a package
 # registry; or build there nothing at all: bench/bundle.sh); then this only checks.
 set -euo pipefail
@@ -11,7 +12,7 @@ set -euo pipefail
 pkgs=(cmake ninja-build g++ catch2 libbenchmark-dev libcli11-dev nlohmann-json3-dev shellcheck
   libboost-context-dev)
 if [[ "${1:-}" == "--book" ]]; then
-  pkgs+=(doxygen doxygen-awesome-css gnuplot-nox libjs-mathjax)
+  pkgs+=(doxygen doxygen-awesome-css gnuplot-nox libjs-mathjax chromium python3-websocket)
 fi
 # What each package is for, said when it is installed.
 declare -A why=(
@@ -23,6 +24,8 @@ declare -A why=(
   [libboost-context-dev]="the fibers of the CPU emulator that runs every stage's kernels (emu/)"
   [doxygen-awesome-css]="the book's stylesheet" [gnuplot-nox]="draws the book's plots"
   [libjs-mathjax]="renders the book's formulas offline (copied into the book's HTML)"
+  [chromium]="opens every page of the built book at 1280 px, offline (CTest book.browser)"
+  [python3-websocket]="drives that browser through its DevTools protocol (book/check_browser.py)"
 )
 
 # version_ge A B: is version A >= B (dotted numbers)?

@@ -2,9 +2,9 @@
 # gnuplot like every other plot so the doc build needs no other tool.
 #
 # fs_table book runs it as
-#   gnuplot -e "outfile='x.png'; message='No measurement committed yet.'; detail='...'" placeholder.gp
+#   gnuplot -e "outfile='x.svg'; message='No measurement committed yet.'; detail='...'" placeholder.gp
 
-set terminal pngcairo size 900,300 noenhanced
+set terminal svg size 900,300 font "sans,12" noenhanced
 set output outfile
 unset border
 unset tics
@@ -12,6 +12,6 @@ unset key
 set xrange [0:1]
 set yrange [0:1]
 set label 1 message at 0.5, 0.6 center font ",16"
-set label 2 detail at 0.5, 0.4 center font ",12"
+set label 2 detail at 0.5, 0.4 center font ",13"
 # A curve above the visible range: gnuplot draws the labels and nothing else.
 plot 2

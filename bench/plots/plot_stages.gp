@@ -3,19 +3,21 @@
 # is logarithmic: the first and the last stages differ by orders of magnitude.
 #
 # fs_table book writes the data and runs
-#   gnuplot -e "datafile='plot_stages.dat'; outfile='plot_stages.png';
+#   gnuplot -e "datafile='plot_stages.dat'; outfile='plot_stages.svg';
 #               titles='D=64,H=32,non-causal D=64,H=32,causal ...'; heading='...';
 #               subheading='<GPU>, run <run>'" plot_stages.gp
 # datafile holds one block per panel (blocks separated by two blank lines): a header line
 # `backend "S=512" "S=1024" ...`, then one row per backend; '-' marks a missing value.
 
+# One panel per row, 900 px wide: the book shows the SVG at its own size in its 930 px column, so
+# the 12 px text stays 12 px (book/check_browser.py checks at least 11 px as drawn).
 npanels = words(titles)
-ncols = npanels > 1 ? 2 : 1
-nrows = (npanels + ncols - 1) / ncols
-set terminal pngcairo size 900 * ncols, 440 * nrows + 60 font ",10" noenhanced
+ncols = 1
+nrows = npanels
+set terminal svg size 900, 420 * nrows + 80 font "sans,12" noenhanced
 set output outfile
 set datafile missing '-'
-set key autotitle columnhead outside right top vertical
+set key autotitle columnhead outside bottom center horizontal
 set style data histograms
 set style histogram cluster gap 1
 set style fill solid 0.85 border -1

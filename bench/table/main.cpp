@@ -77,7 +77,11 @@ int ncu_diff_command(const std::string& before, const std::string& after) {
 int status_command(const std::string& run_dir, const std::string& readme_file, bool check,
                    const StageList& stages) {
   const RunData run = load_run(run_dir, stages);
-  const std::string block = status_block(run);
+  // README sits at the repository's root: the chapters that explain a slower stage are there.
+  const std::string block = status_block(
+      run, readme_file.empty()
+               ? std::filesystem::path{}
+               : std::filesystem::absolute(readme_file).parent_path() / "book" / "chapters");
   if (readme_file.empty()) {
     std::cout << block;
     return 0;

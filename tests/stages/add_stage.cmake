@@ -63,10 +63,31 @@ if(NOT "${mine_PARENT_08_throwaway}" STREQUAL "06_registers")
   fail("08_throwaway's parent is '${mine_PARENT_08_throwaway}', not 06_registers")
 endif()
 
+# The new stage's chapter needs its run box and two exercises, one line each, from planted faults
+# of that stage (book/exercises.cmake): the book's chapters and faults, plus the new stage's.
+file(COPY "${ROOT}/book/chapters" DESTINATION "${WORK}")
+file(WRITE "${WORK}/chapters/stage_08_throwaway.md" "# Stage 08 {#stage08}
+
+\\include{doc} run_08_throwaway.md
+
+# Exercises {#stage08_exercises}
+
+\\include{doc} exercise_08_first.md
+
+\\include{doc} exercise_08_second.md
+")
+file(WRITE "${WORK}/faults.cmake" "include(\"${ROOT}/emu/faults/faults.cmake\")\n")
+foreach(id 08_first 08_second)
+  file(APPEND "${WORK}/faults.cmake"
+       "flashsteps_fault(${id} STAGE 08_throwaway FROM [=[a = 1;]=] TO [=[a = 2;]=]
+  BREAKS \"${id} breaks it\" EXPECT \"heads: FAIL\" TESTS \"ragged tails*\")\n")
+endforeach()
+
 # The book's list: generate.cmake runs the table tool on the committed run with this list and
 # fails unless every stage of it got its fragments.
 execute_process(COMMAND "${CMAKE_COMMAND}" "-DTABLE=${TABLE}" "-DDATA_DIR=${ROOT}/book/data"
                         "-DGEN_DIR=${WORK}/generated" "-DSTAGE_LIST=${list}"
+                        "-DCHAPTERS=${WORK}/chapters" "-DFAULTS=${WORK}/faults.cmake"
                         -P "${ROOT}/book/generate.cmake"
                 RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -84,6 +105,10 @@ set(gen "${WORK}/generated")
 # The new stage's timing table compares it with its parent, and so does its profile diff.
 expect("${gen}/table_08_throwaway.md" "vs `06_registers`")
 expect("${gen}/ncu_diff_08_throwaway.md" "`06_registers` against `08_throwaway`")
+# Its box runs its emulated runner; its exercises show its faults' change and answer.
+expect("${gen}/run_08_throwaway.md" "build/cpu/stages/stage08 --emulate")
+expect("${gen}/exercise_08_first.md" "    - a = 1;\n    + a = 2;")
+expect("${gen}/exercise_08_second.md" "08_second breaks it")
 
 # The table tool's lists: the comparison table and README's status table have its row.
 foreach(cmd "table;${ROOT}/book/data;--format;markdown" "status;${ROOT}/book/data")

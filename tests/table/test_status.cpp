@@ -5,6 +5,8 @@
 
 #include "build_stages.hpp"
 
+#include <fstream>
+
 namespace {
 
 using namespace flashsteps::table;
@@ -71,4 +73,48 @@ TEST_CASE("status: a folder with logs but no timings still gets its table", "[st
   const std::string block = status_block(load_run(kFixtures / "run_logs", build_stages()));
   CHECK_THAT(block, ContainsSubstring("no timings"));
   CHECK_THAT(block, ContainsSubstring("| `03_online_softmax` | passed | 1 of 3 runs FAILED |"));
+}
+
+TEST_CASE("status: a stage slower than its parent gets a note naming the section that says why",
+          "[status]") {
+  namespace fs = std::filesystem;
+  // 04 takes 2 ms where its parent 03 takes 1 ms at the status shape; 05 (parent 04) 1.5 ms.
+  RunData run = logs("run_logs");
+  run.label = "synthetic";
+  const flashsteps::Problem shape = *flashsteps::parse_problem_name(kStatusShape);
+  for (const auto& [backend, ms] :
+       {std::pair{"03_online_softmax", 1.0}, std::pair{"04_cp_async", 2.0},
+        std::pair{"05_warp_specialized", 1.5}}) {
+    Measurement m;
+    m.backend = backend;
+    m.problem = shape;
+    m.median_ms = ms;
+    run.measurements.push_back(m);
+  }
+  const fs::path chapters = fs::temp_directory_path() / "fs_table_status_chapters";
+  fs::remove_all(chapters);
+  fs::create_directories(chapters);
+  auto write = [&](const char* heading) {
+    std::ofstream(chapters / "stage_04_cp_async.md") << "# Stage 04 {#stage04}\n\ntext\n\n"
+                                                     << heading << "\n\nmore\n";
+  };
+
+  write("## Why stage 04 is Slower at D = 128 {#stage04_why}");
+  const std::string block = status_block(run, chapters);
+  CHECK_THAT(block, ContainsSubstring("- `04_cp_async` is slower here than the stage it builds "
+                                      "on, `03_online_softmax` (0.500x its speed)"));
+  CHECK_THAT(block, ContainsSubstring("Why stage 04 is Slower at D = 128") &&
+                        ContainsSubstring("(book/chapters/stage_04_cp_async.md)") &&
+                        ContainsSubstring("section `stage04_why`"));
+  // 05 is faster than its parent (04), though slower than 03: no note.
+  CHECK_THAT(block, !ContainsSubstring("- `05_warp_specialized`"));
+  // Without the chapters (fs_table status without --readme) the note still stands.
+  CHECK_THAT(status_block(run), ContainsSubstring("its chapter says why."));
+
+  // A chapter that does not explain the step backwards: README cannot be generated.
+  write("## What limits it now {#stage04_limits}");
+  CHECK_THROWS_WITH(status_block(run, chapters),
+                    ContainsSubstring("04_cp_async is slower than its parent 03_online_softmax") &&
+                        ContainsSubstring("has no section whose heading says why"));
+  fs::remove_all(chapters);
 }

@@ -180,7 +180,10 @@ TEST_CASE("a stage is compared with its parent, not with the stage listed before
                                           "tree.json");
   const RunData run = load_run(kFixtures / "run_full", tree);
   const Table s = stage_table(run, "09_branch", DType::fp16);
-  CHECK(cell(s, "D=64 S=512 (B=32, H=32)", "02_wmma ms") == "4.00");
+  // Its table compares with 02_wmma (it has no time of its own, hence "-"), never with 03.
+  CHECK(cell(s, "D=64 S=512 (B=32, H=32)", "vs 02_wmma") == "-");
+  for (const Text& h : s.header)
+    CHECK(text(h) != "vs 03_online_softmax");
   const Table t = shape_table(run, shape(kA));
   CHECK(cell(t, "03_online_softmax", "vs parent stage") == "4.00x");
   // The rows follow the list: the stages, then the baselines the list names (none here), then
@@ -213,13 +216,49 @@ TEST_CASE("speedup, ratios and % of peak", "[compare]") {
   CHECK(cell(s, "D=64 S=512 (B=1, H=8)", "vs baseline_cublas") == "0.800x");  // 0.2 / 0.25
   CHECK(cell(s, "D=64 S=512 (B=1, H=8)", "vs sdpa_flash") == "0.200x");
   // The fixture has no cuDNN backend: its column is there, each cell marked with the reason.
-  CHECK(cell(s, "D=64 S=512 (B=32, H=32)", "vs sdpa_cudnn") == "-");
-  CHECK(note_of(s, cell(s, "D=64 S=512 (B=32, H=32)", "sdpa_cudnn ms")) ==
+  CHECK(note_of(s, cell(s, "D=64 S=512 (B=32, H=32)", "vs sdpa_cudnn")) ==
         "no results for this backend in this run");
-  // 00_scalar has no parent stage: no such columns at all (shape, time, rate, % of peak, and
-  // time + ratio for sdpa_flash, sdpa_cudnn and cuBLAS).
+  // 00_scalar has no parent stage: no such column at all (shape, time, rate, % of peak, and
+  // the ratios to sdpa_flash, sdpa_cudnn and cuBLAS).
   const Table first = stage_table(run, "00_scalar", DType::fp16);
-  CHECK(first.header.size() == 10);
+  CHECK(first.header.size() == 7);
+}
+
+TEST_CASE("a time whose p10-p90 spread exceeds 15% of its median is marked noisy", "[compare]") {
+  const RunData& run = full_run();
+  // The fixture's sdpa_flash at kB: median 1.0 ms, p10 0.7, p90 1.1 (40%); every other time
+  // spreads by 15% at most (exactly 15% is not noisy).
+  const Measurement* flash = run.find("sdpa_flash", shape(kB));
+  REQUIRE(flash);
+  CHECK(flash->noisy());
+  CHECK_FALSE(run.find("03_online_softmax", shape(kB))->noisy());  // 0.95-1.10 of 1.0 ms: 15%
+  Measurement m = *flash;
+  m.p10_ms = 0.86;  // 24% of the median
+  m.p90_ms = 1.10;
+  CHECK(m.noisy());
+  m.p10_ms = 0.96;  // 14%
+  CHECK_FALSE(m.noisy());
+  m.p10_ms.reset();  // no spread recorded: nothing to say
+  CHECK_FALSE(m.noisy());
+
+  // The shape table marks the noisy time and every ratio that divides by it, and explains it.
+  const Table t = shape_table(run, shape(kB));
+  CHECK(cell(t, "sdpa_flash", "median ms") == "1.00 (noisy)");
+  CHECK(cell(t, "03_online_softmax", "median ms") == "2.00");
+  CHECK(cell(t, "03_online_softmax", "vs sdpa_flash") == "0.500x (noisy)");
+  CHECK(cell(t, "03_online_softmax", "vs parent stage") == "4.00x");
+  REQUIRE_FALSE(t.notes.empty());
+  CHECK_THAT(text(t.notes.back()), StartsWith("noisy: ") && ContainsSubstring("15.0%"));
+  // So do the stage's table (its ratio to the noisy reference) and the overview.
+  const Table s = stage_table(run, "03_online_softmax", DType::fp16);
+  CHECK(cell(s, "D=64 S=1024 (B=16, H=32)", "vs sdpa_flash") == "0.500x (noisy)");
+  CHECK(cell(s, "D=64 S=512 (B=32, H=32)", "vs sdpa_flash") == "0.500x");
+  const Table o = overview_table(run, shape_groups(run, DType::fp16)[0]);
+  CHECK(cell(o, "sdpa_flash", "S=1024") == "1.00 / 137 (noisy)");
+  CHECK(cell(o, "sdpa_flash", "S=512") == "0.500 / 137");
+  // A table without a noisy time has no such note.
+  for (const Text& n : shape_table(run, shape(kA)).notes)
+    CHECK_THAT(text(n), !StartsWith("noisy"));
 }
 
 TEST_CASE("a missing SDPA backend is a marked cell with its reason", "[compare]") {
@@ -250,10 +289,9 @@ TEST_CASE("a failed stage shows its error and breaks only what depends on it", "
   const Table s = stage_table(run, "03_online_softmax", DType::fp16);
   CHECK(note_of(s, cell(s, "D=128 causal S=1024 (B=16, H=16)", "median ms")) == error);
   CHECK(cell(s, "D=128 causal S=1024 (B=16, H=16)", "vs 02_wmma") == "-");
-  CHECK(cell(s, "D=128 causal S=1024 (B=16, H=16)", "02_wmma ms") == "6.00");
   // Its child's chapter shows the failure in its parent's column.
   const Table next = stage_table(run, "04_cp_async", DType::fp16);
-  CHECK(note_of(next, cell(next, "D=128 causal S=1024 (B=16, H=16)", "03_online_softmax ms")) ==
+  CHECK(note_of(next, cell(next, "D=128 causal S=1024 (B=16, H=16)", "vs 03_online_softmax")) ==
         error);
   // An out-of-memory SDPA backend reads the same way.
   const Table b = shape_table(run, shape(kB));
@@ -470,8 +508,14 @@ TEST_CASE("numbers print with three significant digits", "[format]") {
 
 namespace {
 
-bool is_png(const fs::path& p) {
-  return read(p).rfind("\x89PNG\r\n\x1a\n", 0) == 0;
+// An SVG file as gnuplot's svg terminal writes it, with text no smaller than the book's 11 px.
+bool is_svg(const fs::path& p) {
+  const std::string s = read(p);
+  if (s.rfind("<?xml", 0) != 0 || s.find("<svg") == std::string::npos) return false;
+  static const std::regex size(R"re(font-size="([0-9.]+)")re");
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), size); it != std::sregex_iterator(); ++it)
+    if (std::stod((*it)[1]) < 11.0) return false;
+  return true;
 }
 
 }  // namespace
@@ -482,7 +526,7 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
   CHECK_THAT(r.missing_reason, ContainsSubstring("does not exist"));
   const auto& written = r.written;
   std::vector<std::string> expected = {"table_all.md",    "provenance.md",   "plot_stages.dat",
-                                       "plot_stages.png", "plot_seqlen.dat", "plot_seqlen.png"};
+                                       "plot_stages.svg", "plot_seqlen.dat", "plot_seqlen.svg"};
   for (const std::string& s : build_stages().names()) {
     for (const char* kind : {"table_", "ncu_", "ncu_diff_", "verdict_"}) {
       expected.push_back(kind + std::string(s) + ".md");
@@ -492,8 +536,8 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
   for (const std::string& f : expected) {
     INFO(f);
     REQUIRE(fs::exists(out.path / f));
-    if (f.ends_with(".png")) {
-      CHECK(is_png(out.path / f));
+    if (f.ends_with(".svg")) {
+      CHECK(is_svg(out.path / f));
     } else if (f.ends_with(".dat")) {
       CHECK_THAT(read(out.path / f), StartsWith("# No measurement committed yet") &&
                                          ContainsSubstring("bench/gpu-check.sh"));
@@ -510,7 +554,12 @@ TEST_CASE("the book from a run", "[book][gnuplot]") {
   write_book(kFixtures / "run_full", out.path, build_stages());
   CHECK_THAT(
       read(out.path / "table_03_online_softmax.md"),
-      ContainsSubstring("| D=64 S=512 (B=32, H=32) | 1.00 | 68.7 | 13.7\\% | 4.00 | 4.00x |"));
+      ContainsSubstring("<b>`03_online_softmax`, D = 64, non-causal, fp16: H = 32, B·S = 16384 "
+                        "tokens</b>\n\n| S (B) |") &&
+          ContainsSubstring("| S=512 (32) | 1.00 | 68.7 | 13.7\\% | 4.00x |") &&
+          ContainsSubstring("<b>`03_online_softmax`, D = 64, non-causal, fp16: H = 8, B·S = 512 "
+                            "tokens</b>\n\n| S (B) |") &&
+          ContainsSubstring("| S=512 (1) |"));
   CHECK_THAT(read(out.path / "table_all.md"),
              ContainsSubstring("<b>`b32_h32_sq512_skv512_d64_fp16`</b>"));
   CHECK_THAT(read(out.path / "ncu_02_wmma.md"), ContainsSubstring("`scores_wmma`") &&
@@ -533,8 +582,8 @@ TEST_CASE("the book from a run", "[book][gnuplot]") {
   CHECK_THAT(
       read(out.path / "plot_seqlen.dat"),
       ContainsSubstring("Sq baseline_cublas sdpa_flash sdpa_efficient sdpa_math\n512 34.36"));
-  CHECK(is_png(out.path / "plot_stages.png"));
-  CHECK(is_png(out.path / "plot_seqlen.png"));
+  CHECK(is_svg(out.path / "plot_stages.svg"));
+  CHECK(is_svg(out.path / "plot_seqlen.svg"));
 }
 
 int main(int argc, char** argv) {

@@ -130,8 +130,19 @@ std::string provenance_page(const RunData& run) {
         labels.push_back(m.label);
       }
     }
-    for (const std::string& l : labels)
-      kernels.rows.push_back({code(b), code(l)});
+    // "kernels: a, b": one code span per kernel, so the cell can break between them (and the
+    // stylesheet breaks a kernel name longer than the column).
+    for (std::string l : labels) {
+      if (l.rfind("kernels: ", 0) == 0) l.erase(0, 9);
+      Text cell;
+      for (std::size_t at = 0; at <= l.size();) {
+        const std::size_t comma = std::min(l.find(", ", at), l.size());
+        if (!cell.empty()) cell = cell + plain(", ");
+        cell = cell + code(l.substr(at, comma - at));
+        at = comma + 2;
+      }
+      kernels.rows.push_back({code(b), cell});
+    }
   }
   if (!kernels.rows.empty()) os << md(kernels) << '\n';
 
@@ -185,6 +196,51 @@ std::string reduction_note(const NcuProfile& p, const std::string& stage) {
          "\n\n";
 }
 
+// A stage's timing in the book: stage_table split into one table per sweep (D, mask, H, tokens),
+// its rows labelled by sequence length and batch only, so that the table fits the reading column
+// without a scroll bar and a row label does not wrap into a column of its own. The notes, numbered
+// across the whole table, follow the last part.
+std::string stage_tables_page(const RunData& run, const std::string& stage) {
+  const Table all = stage_table(run, stage, kDType);
+  std::string out;
+  std::size_t r = 0;
+  for (const ShapeGroup& g : shape_groups(run, kDType)) {
+    Table part;
+    part.caption = code(stage) + plain(", ") + g.caption();
+    part.header = all.header;
+    part.header[0] = plain("S (B)");
+    part.numeric = all.numeric;
+    for (const Problem& p : g.shapes) {
+      std::vector<Text> row = all.rows.at(r++);
+      row[0] = plain(column_label(p) + " (" + std::to_string(p.batch) + ")");
+      part.rows.push_back(std::move(row));
+    }
+    out += md(part) + '\n';
+  }
+  if (r != all.rows.size()) throw std::logic_error("stage_tables_page: rows and sweeps disagree");
+  if (!all.notes.empty()) {
+    Table notes_only;
+    notes_only.notes = all.notes;
+    const std::string rendered = render(notes_only, Format::markdown);
+    out += rendered.substr(rendered.find("- ("));  // the notes without an empty table
+  }
+  return out;
+}
+
+// The book's profile tables leave out the column of Nsight Compute names (the second): with it a
+// table is wider than the reading column. The names are in the profiling chapter's metric set,
+// which the line under each table points to.
+Table without_names(Table t) {
+  auto drop = [](auto& v) { v.erase(v.begin() + 1); };
+  drop(t.header);
+  drop(t.numeric);
+  for (auto& row : t.rows)
+    drop(row);
+  return t;
+}
+const char* const kNamesNote =
+    "\nEach metric's Nsight Compute name, and how to read it: \\ref profiling_metrics.\n";
+
 std::string ncu_page(const RunData& run, std::string_view stage,
                      const std::vector<MetricSpec>& metrics) {
   const fs::path csv = ncu_csv(run, stage);
@@ -194,10 +250,10 @@ std::string ncu_page(const RunData& run, std::string_view stage,
            "\n";
   }
   const NcuProfile p = load_ncu_csv(csv);
-  Table t = ncu_table(p, metrics);
+  Table t = without_names(ncu_table(p, metrics));
   t.caption = plain("Nsight Compute: ") + code(std::string(stage));
   return md(run_caption(run) + profile_context(csv)) + "\n\n" +
-         reduction_note(p, std::string(stage)) + md(t);
+         reduction_note(p, std::string(stage)) + md(t) + kNamesNote;
 }
 
 std::string ncu_diff_page(const RunData& run, std::string_view stage,
@@ -218,7 +274,7 @@ std::string ncu_diff_page(const RunData& run, std::string_view stage,
     }
   }
   const NcuProfile pb = load_ncu_csv(before), pa = load_ncu_csv(after);
-  Table t = ncu_diff_table(pb, pa, metrics, prev, std::string(stage));
+  Table t = without_names(ncu_diff_table(pb, pa, metrics, prev, std::string(stage)));
   t.caption =
       plain("Nsight Compute: ") + code(prev) + plain(" against ") + code(std::string(stage));
   std::string text = md(run_caption(run)) + "\n\n";
@@ -229,7 +285,8 @@ std::string ncu_diff_page(const RunData& run, std::string_view stage,
                code(b) + plain("): compare them with care.")) +
             "\n\n";
   }
-  return text + reduction_note(pb, prev) + reduction_note(pa, std::string(stage)) + md(t);
+  return text + reduction_note(pb, prev) + reduction_note(pa, std::string(stage)) + md(t) +
+         kNamesNote;
 }
 
 // --- plots --------------------------------------------------------------------------------
@@ -264,9 +321,9 @@ void run_gnuplot(const std::string& script, const std::string& vars) {
   }
 }
 
-void placeholder_png(Writer& w, const std::string& png, const std::string& message,
+void placeholder_svg(Writer& w, const std::string& svg, const std::string& message,
                      const std::string& detail) {
-  const fs::path out = w.dir / png;
+  const fs::path out = w.dir / svg;
   run_gnuplot("placeholder.gp", "outfile=" + gp_string(out.string()) + "; message=" +
                                     gp_string(message) + "; detail=" + gp_string(detail));
   w.written.push_back(out);
@@ -361,7 +418,7 @@ std::string join(const std::vector<std::string>& v) {
 
 void write_plots(const RunData& run, Writer& w) {
   struct Plot {
-    const char* name;  // stem of the .dat, .png and .gp
+    const char* name;  // stem of the .dat, .svg and .gp
     std::vector<std::string> (*data)(const RunData&, const std::vector<ShapeGroup>&,
                                      std::ostringstream&);
     const char* heading;
@@ -370,11 +427,11 @@ void write_plots(const RunData& run, Writer& w) {
       {"plot_stages", stages_dat, "TFLOP/s of every stage and baseline"},
       {"plot_seqlen", seq_dat, "TFLOP/s against sequence length, last stages and baselines"}};
   for (const Plot& p : plots) {
-    const std::string dat = std::string(p.name) + ".dat", png = std::string(p.name) + ".png";
+    const std::string dat = std::string(p.name) + ".dat", svg = std::string(p.name) + ".svg";
     if (run.empty()) {
       w.write(dat, "# No measurement committed yet: run " + std::string(kGpuCheckCommand) +
                        " on a GPU host to produce one.\n");
-      placeholder_png(w, png, "No measurement committed yet.",
+      placeholder_svg(w, svg, "No measurement committed yet.",
                       "Run " + std::string(kGpuCheckCommand) + " on a GPU host to produce one.");
       continue;
     }
@@ -382,13 +439,13 @@ void write_plots(const RunData& run, Writer& w) {
     const auto titles = p.data(run, sweeps(run, kDType), os);
     if (titles.empty()) {
       w.write(dat, "# This run has no timed sequence-length sweep.\n");
-      placeholder_png(w, png, "This run has no timed sequence-length sweep.",
+      placeholder_svg(w, svg, "This run has no timed sequence-length sweep.",
                       "Run " + run.label + ", " + std::string(to_string(kDType)) +
                           ": the tables list the shapes it measured.");
       continue;
     }
     w.write(dat, os.str());
-    const fs::path out = w.dir / png;
+    const fs::path out = w.dir / svg;
     const std::string gpu = run_gpu_name(run);
     const std::string heading = std::string(p.heading) + ", " + std::string(to_string(kDType));
     const std::string subheading = (gpu.empty() ? "" : gpu + ", ") + "run " + run.label;
@@ -432,7 +489,7 @@ BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const St
     const std::string timing =
         run.shapes(kDType).empty()
             ? md(plain("This run has no " + std::string(to_string(kDType)) + " timings.")) + '\n'
-            : md(stage_table(run, stage, kDType)) + '\n' + md(legend()) + '\n';
+            : stage_tables_page(run, stage) + '\n' + md(legend()) + '\n';
     w.write("table_" + stage + ".md", md(run_caption(run)) + "\n\n" + timing);
     w.write("ncu_" + stage + ".md", ncu_page(run, stage, metrics));
     w.write("ncu_diff_" + stage + ".md", ncu_diff_page(run, stage, metrics));

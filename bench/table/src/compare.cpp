@@ -80,7 +80,46 @@ double percent_of_peak(double flops_per_second, double peak_flops_per_second) {
   return 100.0 * flops_per_second / peak_flops_per_second;
 }
 
+bool Measurement::noisy() const {
+  return ok() && p10_ms && p90_ms && median_ms > 0 &&
+         (*p90_ms - *p10_ms) > kNoisySpread * median_ms * (1 + 1e-9);  // not at exactly 15%
+}
+
 namespace {
+
+constexpr const char* kNoisyMark = " (noisy)";
+
+Text noisy_note() {
+  return plain(
+      "noisy: the time, or the time a ratio divides by, spreads from its 10th to its "
+      "90th percentile by more than " +
+      fmt_percent(100 * kNoisySpread) +
+      " of its median; read it as a range (the p10-p90 column of the shape tables), "
+      "not as one number.");
+}
+
+// "3.22", or "3.22 (noisy)" when that time is noisy.
+std::string median_cell(const Measurement& m) {
+  return fmt_sig(m.median_ms) + (m.noisy() ? kNoisyMark : "");
+}
+
+// t(ref) / t(m), marked when either time is noisy.
+std::string ratio_cell(const Measurement& ref, const Measurement& m) {
+  return fmt_ratio(speedup(ref.median_ms, m.median_ms)) +
+         (ref.noisy() || m.noisy() ? kNoisyMark : "");
+}
+
+// Appends the noisy note to a table that used the mark.
+void note_noise(Table& t) {
+  for (const auto& row : t.rows) {
+    for (const Text& cell : row) {
+      if (render(cell, Format::console).find(kNoisyMark) != std::string::npos) {
+        t.notes.push_back(noisy_note());
+        return;
+      }
+    }
+  }
+}
 
 std::string tflops(const Measurement& m) {
   return fmt_sig(m.flops_per_second() / 1e12);
@@ -112,12 +151,14 @@ Table overview_table(const RunData& run, const ShapeGroup& group) {
     std::vector<Text> row{code(b)};
     for (const Problem& p : group.shapes) {
       const TimeLookup tl = lookup_time(run, b, p);
-      row.push_back(tl.m ? plain(fmt_sig(tl.m->median_ms) + " / " + tflops(*tl.m))
+      row.push_back(tl.m ? plain(fmt_sig(tl.m->median_ms) + " / " + tflops(*tl.m) +
+                                 (tl.m->noisy() ? kNoisyMark : ""))
                          : notes.mark(tl.reason));
     }
     t.rows.push_back(std::move(row));
   }
   t.notes = notes.notes();
+  note_noise(t);
   return t;
 }
 
@@ -139,8 +180,7 @@ Table shape_table(const RunData& run, const Problem& shape) {
   const TimeLookup flash = lookup_time(run, "sdpa_flash", shape);
   const TimeLookup cudnn = lookup_time(run, "sdpa_cudnn", shape);
   auto ratio_to = [&](const TimeLookup& ref, std::string_view ref_name, const Measurement& m) {
-    return ref.m ? plain(fmt_ratio(speedup(ref.m->median_ms, m.median_ms)))
-                 : notes.mark(no_time_at_shape(ref_name));
+    return ref.m ? plain(ratio_cell(*ref.m, m)) : notes.mark(no_time_at_shape(ref_name));
   };
   for (const std::string& b : run.backends()) {
     if (!run.has_backend(b)) continue;  // the overview already marks backends the run lacks
@@ -153,7 +193,7 @@ Table shape_table(const RunData& run, const Problem& shape) {
       continue;
     }
     const Measurement& m = *tl.m;
-    row.push_back(plain(fmt_sig(m.median_ms)));
+    row.push_back(plain(median_cell(m)));
     row.push_back(m.p10_ms && m.p90_ms ? plain(fmt_sig(*m.p10_ms) + "-" + fmt_sig(*m.p90_ms))
                                        : plain("-"));
     row.push_back(plain(tflops(m)));
@@ -170,6 +210,7 @@ Table shape_table(const RunData& run, const Problem& shape) {
     t.rows.push_back(std::move(row));
   }
   t.notes = notes.notes();
+  note_noise(t);
   return t;
 }
 
@@ -190,17 +231,15 @@ Table stage_table(const RunData& run, std::string_view stage, DType dtype) {
   std::vector<std::string> refs;
   if (!prev.empty()) refs.push_back(prev);
   refs.insert(refs.end(), {"sdpa_flash", "sdpa_cudnn", "baseline_cublas"});
-  for (const std::string& r : refs) {
-    column(code(r) + plain(" ms"), true);
+  for (const std::string& r : refs)
     column(plain("vs ") + code(r), true);
-  }
   const PeakLookup peak = lookup_gemm_peak(run, dtype);
   for (const ShapeGroup& g : shape_groups(run, dtype)) {
     for (const Problem& p : g.shapes) {
       std::vector<Text> row{shape_label(p)};
       const TimeLookup self = lookup_time(run, stage, p);
       if (self.m) {
-        row.push_back(plain(fmt_sig(self.m->median_ms)));
+        row.push_back(plain(median_cell(*self.m)));
         row.push_back(plain(tflops(*self.m)));
         row.push_back(peak.flops_per_second
                           ? plain(fmt_percent(percent_of_peak(self.m->flops_per_second(),
@@ -213,15 +252,17 @@ Table stage_table(const RunData& run, std::string_view stage, DType dtype) {
       }
       for (const std::string& r : refs) {
         const TimeLookup ref = lookup_time(run, r, p);
-        row.push_back(ref.m ? plain(fmt_sig(ref.m->median_ms)) : notes.mark(ref.reason));
-        row.push_back(ref.m && self.m
-                          ? plain(fmt_ratio(speedup(ref.m->median_ms, self.m->median_ms)))
-                          : plain("-"));
+        if (!ref.m) {
+          row.push_back(notes.mark(ref.reason));
+        } else {
+          row.push_back(self.m ? plain(ratio_cell(*ref.m, *self.m)) : plain("-"));
+        }
       }
       t.rows.push_back(std::move(row));
     }
   }
   t.notes = notes.notes();
+  note_noise(t);
   return t;
 }
 

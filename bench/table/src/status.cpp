@@ -1,6 +1,7 @@
 // fs_table/src/status.cpp — README's status table from a run (see fs_table/table.hpp).
 #include "fs_table/table.hpp"
 
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
@@ -88,7 +89,66 @@ Table status_table(const RunData& run) {
   return t;
 }
 
-std::string status_block(const RunData& run) {
+namespace {
+
+// The heading of `chapter` that says "slower" (its text and its {#anchor}), if any.
+std::optional<std::pair<std::string, std::string>> slower_section(const fs::path& chapter) {
+  for (const std::string& line : lines_of(chapter)) {
+    if (line.rfind('#', 0) != 0) continue;
+    std::string lower = line;
+    for (char& c : lower)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower.find("slower") == std::string::npos) continue;
+    std::string title = trim(line.substr(line.find_first_not_of('#')));
+    std::string anchor;
+    if (const std::size_t at = title.find("{#"); at != std::string::npos) {
+      anchor = title.substr(at + 2, title.find('}', at) - at - 2);
+      title = trim(title.substr(0, at));
+    }
+    return std::pair{title, anchor};
+  }
+  return std::nullopt;
+}
+
+// "- `04_cp_async` is slower than its parent ..." for each stage slower than its parent.
+std::string slower_notes(const RunData& run, const fs::path& chapters) {
+  const Problem shape = *parse_problem_name(kStatusShape);
+  std::string out;
+  for (const StageList::Stage& s : run.stages.stages) {
+    if (s.parent.empty()) continue;
+    const TimeLookup self = lookup_time(run, s.name, shape),
+                     parent = lookup_time(run, s.parent, shape);
+    if (!self.m || !parent.m || self.m->median_ms <= parent.m->median_ms) continue;
+    Text note =
+        plain("- ") + code(s.name) + plain(" is slower here than the stage it builds on, ") +
+        code(s.parent) +
+        plain(" (" + fmt_ratio(speedup(parent.m->median_ms, self.m->median_ms)) + " its speed)");
+    std::string link;
+    if (!chapters.empty()) {
+      const fs::path chapter = chapters / ("stage_" + s.name + ".md");
+      const auto section = slower_section(chapter);
+      if (!section) {
+        throw InputError(s.name + " is slower than its parent " + s.parent + " at " +
+                         std::string(kStatusShape) + ", and its chapter " + chapter.string() +
+                         " has no section whose heading says why ('slower'): README's status "
+                         "table would show a step backwards that the book does not explain");
+      }
+      note = note + plain(": its chapter says why, in \"" + section->first + "\"");
+      link = " ([book/chapters/" + chapter.filename().string() + "](book/chapters/" +
+             chapter.filename().string() + ")" +
+             (section->second.empty() ? "" : ", section `" + section->second + "` of the book") +
+             ").";
+    } else {
+      note = note + plain(": its chapter says why.");
+    }
+    out += render(note, Format::markdown) + link + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string status_block(const RunData& run, const fs::path& chapters) {
   // A run folder with test or sanitizer logs but no timings yet (run.sh --steps tests,...) still
   // gets its table; only a folder with neither is "no run".
   bool has_logs = fs::exists(run.dir / "tests.log");
@@ -107,8 +167,9 @@ std::string status_block(const RunData& run) {
                   Format::markdown) +
            "\n";
   }
+  const std::string slower = slower_notes(run, chapters);
   return render(run_caption(run), Format::markdown) + "\n\n" +
-         render(status_table(run), Format::markdown);
+         render(status_table(run), Format::markdown) + (slower.empty() ? "" : "\n" + slower);
 }
 
 std::string replace_status_block(const std::string& readme, const std::string& block) {

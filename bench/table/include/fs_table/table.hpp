@@ -155,9 +155,15 @@ struct Measurement {
   std::string label;  ///< Google Benchmark's label (sdpa_bench.py: the kernels that ran)
 
   bool ok() const { return error.empty(); }
+  /// Its p10-p90 spread exceeds kNoisySpread of its median: the tables mark it "noisy", and a
+  /// ratio built on it, so that no one reads it as one number.
+  bool noisy() const;
   /// FLOP/s from the shape (Problem::flops, FlashAttention's count) and the median time.
   double flops_per_second() const { return problem.flops() / (median_ms * 1e-3); }
 };
+
+/// The spread (p90 - p10, over the median) above which a time is marked noisy.
+inline constexpr double kNoisySpread = 0.15;
 
 /// A peak_* entry: peak_gemm/fp16, peak_gemm/bf16 (FLOP/s), peak_copy/d2d (bytes/s).
 struct Peak {
@@ -268,7 +274,9 @@ Table overview_table(const RunData& run, const ShapeGroup& group);
 /// speedup over the parent stage, vs sdpa_flash, vs sdpa_cudnn.
 Table shape_table(const RunData& run, const Problem& shape);
 /// One stage at every shape of the run against its parent stage, sdpa_flash, sdpa_cudnn and
-/// cuBLAS.
+/// cuBLAS: its time, rate and % of peak, and its speedup over each (the references' own times are
+/// in the shape tables). A time whose spread is noisy (Measurement::noisy), and a ratio built on
+/// one, carries the mark " (noisy)", explained in a note.
 Table stage_table(const RunData& run, std::string_view stage, DType dtype);
 
 /// "Run `h100/2025-01-01` on `NVIDIA H100 80GB HBM3`.": the line above every generated table.
@@ -432,8 +440,11 @@ inline constexpr std::string_view kStatusBegin =
 inline constexpr std::string_view kStatusEnd = "<!-- status: end -->";
 
 /// The Markdown between the markers: the run's caption and the table (a placeholder without a
-/// run).
-std::string status_block(const RunData& run);
+/// run), then a note for every stage slower than its parent at kStatusShape. With `chapters`
+/// (book/chapters) the note names the section of the stage's chapter (stage_<name>.md) whose
+/// heading says "slower", and a slower stage whose chapter has none is an InputError: README may
+/// not show a step backwards that the book does not explain.
+std::string status_block(const RunData& run, const std::filesystem::path& chapters = {});
 /// `readme` with the text between the markers replaced by `block`. Throws InputError when the
 /// markers are missing or out of order.
 std::string replace_status_block(const std::string& readme, const std::string& block);
@@ -447,8 +458,8 @@ std::string replace_status_block(const std::string& readme, const std::string& b
 //   ncu_<stage>.md          the fixed Nsight Compute metric set of one stage
 //   ncu_diff_<stage>.md     a stage against its parent stage, metric by metric
 //   verdict_<stage>.md      the stage's predictions against the run (the verdict section)
-//   plot_stages.dat/.png    TFLOP/s of every backend at each sweep shape (bench/plots/*.gp)
-//   plot_seqlen.dat/.png    TFLOP/s against S for the last three stages and the baselines
+//   plot_stages.dat/.svg    TFLOP/s of every backend at each sweep shape (bench/plots/*.gp)
+//   plot_seqlen.dat/.svg    TFLOP/s against S for the last three stages and the baselines
 //
 // Every file is written for every stage of the stage list whatever the run holds, so the book
 // never includes a missing file: without a run each says that no measurement is committed yet
