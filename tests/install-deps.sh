@@ -79,6 +79,10 @@ py_pkgs=("nanobind>=2.2,<4" "numpy>=1.24" "pytest>=7" "ml_dtypes>=0.4")
 if ! "$venv/bin/python" -c "import nanobind, numpy, pytest, ml_dtypes" 2>/dev/null; then
   if [[ "${FLASHSTEPS_NO_INSTALL:-0}" == 1 ]]; then
     echo "install-deps: not installing (FLASHSTEPS_NO_INSTALL=1); $venv lacks: ${py_pkgs[*]}" >&2
+  elif ! mkdir -p "${venv%/*}" 2>/dev/null || [[ ! -w "${venv%/*}" ]]; then
+    # A source tree mounted read-only (tests/debian13-check.sh) builds without the preset.
+    echo "install-deps: ${venv%/*} is not writable: no $venv, which the cpu preset's Python" \
+      "package tests (FLASHSTEPS_PYTHON) need" >&2
   else
     echo "install-deps: making $venv with ${py_pkgs[*]}: the Python package's build and tests"
     { python3 -m venv "$venv" && "$venv/bin/pip" install -q "${py_pkgs[@]}"; } || {
