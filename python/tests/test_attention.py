@@ -190,12 +190,19 @@ ARRAY_REFUSALS = {
 }
 
 
+# Both builds of the module check the arrays before anything else (the GPU build before it
+# looks for a GPU), so the GPU one is exercised here too where it is built.
+BUILDS = [True] + ([False] if next(s for s in flashsteps.stages() if s.name == "04_cp_async").gpu
+                   else [])
+
+
+@pytest.mark.parametrize("emulate", BUILDS, ids=lambda e: "emulated" if e else "gpu")
 @pytest.mark.parametrize("case", ARRAY_REFUSALS)
-def test_bad_arrays_are_refused_with_value_error(case):
+def test_bad_arrays_are_refused_with_value_error(case, emulate):
     q, k, v = make_inputs(1, 2, 9, 9, 64, "fp16")
     make, expected = ARRAY_REFUSALS[case]
     with pytest.raises(ValueError) as e:
-        flashsteps.attention(*make(q, k, v), stage="04_cp_async", emulate=True)
+        flashsteps.attention(*make(q, k, v), stage="04_cp_async", emulate=emulate)
     assert str(e.value).startswith("04_cp_async: cannot run: ")
     assert expected in str(e.value)
 
