@@ -1,11 +1,13 @@
-// python/src/stage_module.cpp — one stage as a Python extension module.
+// python/src/stage_module.cpp — what a stage's Python extension module offers, for whichever
+// stage is linked with it.
 //
-// python/CMakeLists.txt compiles this file once per stage and build, linked with that stage's
-// library, whose make_stage() is the stage (CONTRIBUTING.md, "The Python package"):
+// python/CMakeLists.txt compiles this file once per build and links it into one module per stage,
+// with that stage's library, whose make_stage() is the stage (CONTRIBUTING.md, "The Python
+// package"); module_init.cpp names the module:
 //   flashsteps._gpu_<stage>   against the CUDA runtime: CUDA arrays, on the caller's stream
 //   flashsteps._emu_<stage>   against fsemu (FLASHSTEPS_EMULATED_BUILD): CPU arrays, emulated
-// Each module keeps every symbol of the libraries it links to itself (--exclude-libs), so sixteen
-// make_stage() and two cudaMalloc() live side by side in one process.
+// Each module keeps every symbol of what it links to itself (--exclude-libs, hidden visibility),
+// so sixteen make_stage() and two cudaMalloc() live side by side in one process.
 //
 // Every refusal is the runners': validate() and the stage's limits give the messages stageNN
 // prints, through refusal(); a bad problem raises ValueError (the runner's exit 2), a stage or
@@ -55,7 +57,7 @@ Stage& stage() {
 
 std::string dtype_name(nb::dlpack::dtype t) {
   using C = nb::dlpack::dtype_code;
-  std::string kind = "type code " + std::to_string(t.code) + " of ";
+  const char* kind = nullptr;
   switch (static_cast<C>(t.code)) {
     case C::Int:
       kind = "int";
@@ -78,9 +80,14 @@ std::string dtype_name(nb::dlpack::dtype t) {
     default:
       break;
   }
-  std::string s = kind + std::to_string(t.bits);
-  if (t.lanes != 1) s += "x" + std::to_string(t.lanes);
-  return s;
+  std::ostringstream s;
+  if (kind)
+    s << kind;
+  else
+    s << "DLPack type code " << int{t.code} << " of ";
+  s << int{t.bits};
+  if (t.lanes != 1) s << 'x' << t.lanes;
+  return s.str();
 }
 
 std::string device_name(int type, int id) {
@@ -406,9 +413,9 @@ nb::tuple device_available() {
 
 }  // namespace
 
-#define FS_STAGE_MODULE(name, m) NB_MODULE(name, m)
+namespace flashsteps::python {
 
-FS_STAGE_MODULE(FLASHSTEPS_MODULE_NAME, m) {
+void define_stage_module(nb::module_& m) {
   m.doc() = "One flashsteps stage (private: use the flashsteps package).";
   m.def("info", &info);
   m.def("device_available", &device_available);
@@ -423,3 +430,5 @@ FS_STAGE_MODULE(FLASHSTEPS_MODULE_NAME, m) {
   });
 #endif
 }
+
+}  // namespace flashsteps::python
