@@ -10,7 +10,7 @@
 set -euo pipefail
 
 pkgs=(cmake ninja-build g++ catch2 libbenchmark-dev libcli11-dev nlohmann-json3-dev shellcheck
-  libboost-context-dev)
+  libboost-context-dev python3-dev python3-venv)
 if [[ "${1:-}" == "--book" ]]; then
   pkgs+=(doxygen doxygen-awesome-css gnuplot-nox libjs-mathjax chromium python3-websocket)
 fi
@@ -22,6 +22,8 @@ declare -A why=(
   [libcli11-dev]="the runners' command line" [nlohmann-json3-dev]="the table tool's JSON"
   [shellcheck]="lints the shell scripts (a CPU test)" [doxygen]="builds the book"
   [libboost-context-dev]="the fibers of the CPU emulator that runs every stage's kernels (emu/)"
+  [python3-dev]="the headers the Python package's modules build against (python/)"
+  [python3-venv]="makes build/venv, where the Python package's tests run"
   [doxygen-awesome-css]="the book's stylesheet" [gnuplot-nox]="draws the book's plots"
   [libjs-mathjax]="renders the book's formulas offline (copied into the book's HTML)"
   [chromium]="opens every page of the built book at 1280 px, offline (CTest book.browser)"
@@ -70,6 +72,27 @@ if ! have_cmake; then
   echo "install-deps: the build needs CMake 3.25 or newer; $found. One command gets one:" \
     "pip install cmake (its cmake must come first on PATH)." >&2
   exit 1
+fi
+
+# The Python package's build and tests (python/; the cpu preset's Python is build/venv): nanobind,
+# NumPy, pytest and ml_dtypes (NumPy's bfloat16) from PyPI, which Debian 12 lacks in part and
+# whose pip installs nothing system-wide.
+venv="$(dirname "${BASH_SOURCE[0]}")/../build/venv"
+py_pkgs=("nanobind>=2.2,<4" "numpy>=1.24" "pytest>=7" "ml_dtypes>=0.4")
+if ! "$venv/bin/python" -c "import nanobind, numpy, pytest, ml_dtypes" 2>/dev/null; then
+  if [[ "${FLASHSTEPS_NO_INSTALL:-0}" == 1 ]]; then
+    echo "install-deps: not installing (FLASHSTEPS_NO_INSTALL=1); $venv lacks: ${py_pkgs[*]}" >&2
+  elif ! mkdir -p "${venv%/*}" 2>/dev/null || [[ ! -w "${venv%/*}" ]]; then
+    # A source tree mounted read-only (tests/debian13-check.sh) builds without the preset.
+    echo "install-deps: ${venv%/*} is not writable: no $venv, which the cpu preset's Python" \
+      "package tests (FLASHSTEPS_PYTHON) need" >&2
+  else
+    echo "install-deps: making $venv with ${py_pkgs[*]}: the Python package's build and tests"
+    { python3 -m venv "$venv" && "$venv/bin/pip" install -q "${py_pkgs[@]}"; } || {
+      echo "install-deps: making the Python environment $venv failed (above)" >&2
+      exit 1
+    }
+  fi
 fi
 
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)

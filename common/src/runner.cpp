@@ -134,7 +134,8 @@ constexpr const char* kEmulatedMeaning =
     "         about the hardware's rounding, or that the hardware agrees with that reading:\n"
     "         the GPU suite on real hardware (ctest -L gpu) stays the truth.\n";
 
-// --layout: the fragment layouts the stage's lesson is about, probed from the emulator's models.
+}  // namespace
+
 int print_layout(const Stage& stage, std::ostream& out) {
   const std::string_view name = stage.name();
   out << "stage    " << name << " — " << stage.title() << "\n\n";
@@ -153,6 +154,8 @@ int print_layout(const Stage& stage, std::ostream& out) {
          "--emulate --layout.\n";
   return kExitOk;
 }
+
+namespace {
 
 #else
 

@@ -58,6 +58,13 @@ constexpr bool kEmulatedBuild =
     false;
 #endif
 
+#if defined(FLASHSTEPS_EMULATED_BUILD) && FLASHSTEPS_EMULATED_BUILD
+/// What --layout prints: for 06_registers and 07_hopper, the fragment layouts probed from the
+/// emulator's instruction models; for the other stages, why layouts are not their lesson.
+/// Emulated build only (the Python package's flashsteps.layout() prints the same).
+int print_layout(const Stage& stage, std::ostream& out);
+#endif
+
 /// The whole runner: parse, check the device, run, check, time, report. In the GPU build,
 /// `--emulate` anywhere in argv execs the emulated runner with the same arguments instead.
 int runner_main(int argc, const char* const* argv, Stage& stage);

@@ -1,0 +1,102 @@
+"""The attention problem in NumPy, for the tests and the example: inputs like the C++ suite's,
+the exact (float64) and same-precision references, and the suite's pass rule
+(CONTRIBUTING.md, "The correctness rule"; common/src/reference.cpp is the C++ twin)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:
+    import ml_dtypes
+except ImportError:  # bf16 NumPy arrays need it; fp16 does not
+    ml_dtypes = None
+
+
+def numpy_dtype(dtype: str):
+    if dtype == "fp16":
+        return np.float16
+    if ml_dtypes is None:
+        raise RuntimeError("bf16 NumPy arrays are ml_dtypes.bfloat16: pip install ml_dtypes")
+    return ml_dtypes.bfloat16
+
+
+def unit_roundoff(dtype: str) -> float:
+    return 2.0 ** -11 if dtype == "fp16" else 2.0 ** -8
+
+
+def make_inputs(b, h, sq, skv, d, dtype, seed=1):
+    """Uniform in [mean - 1, mean + 1), Q and K around 0.25, V around 0.5, rounded to the dtype
+    (never zeros: scores with a nonzero mean, O not small)."""
+    rng = np.random.default_rng(seed)
+    t = numpy_dtype(dtype)
+    q = (rng.uniform(-1, 1, (b, h, sq, d)) + 0.25).astype(np.float32).astype(t)
+    k = (rng.uniform(-1, 1, (b, h, skv, d)) + 0.25).astype(np.float32).astype(t)
+    v = (rng.uniform(-1, 1, (b, h, skv, d)) + 0.5).astype(np.float32).astype(t)
+    return q, k, v
+
+
+def visible(sq, skv, causal):
+    """[Sq, Skv] mask of the keys each query sees: bottom-right aligned, j <= i + Skv - Sq."""
+    if not causal:
+        return np.ones((sq, skv), dtype=bool)
+    i = np.arange(sq)[:, None]
+    j = np.arange(skv)[None, :]
+    return j <= i + skv - sq
+
+
+def reference(q, k, v, causal=False, scale=None, same_precision=False, dtype="fp16"):
+    """O [B,H,Sq,D] and LSE [B,H,Sq] as float64. exact: every product and sum in float64.
+    same_precision: what a careful fp32 kernel computes (fp32 scores and sums, P rounded to the
+    dtype before P V, O rounded to the dtype). A row that sees no key: O = 0, LSE = -inf."""
+    sq, d = q.shape[2], q.shape[3]
+    skv = k.shape[2]
+    if not scale:
+        scale = 1.0 / np.sqrt(np.float32(d)) if same_precision else 1.0 / np.sqrt(d)
+    work = np.float32 if same_precision else np.float64
+    q, k, v = (x.astype(np.float32).astype(work) for x in (q, k, v))
+    s = (q @ np.swapaxes(k, -1, -2)) * work(scale)
+    mask = visible(sq, skv, causal)
+    s = np.where(mask, s, -np.inf)
+    seen = mask.any(axis=1)[:, None]  # [Sq, 1]
+    m = np.where(seen, s.max(axis=-1, keepdims=True, initial=-np.inf), 0)
+    p = np.exp(s - m)
+    l = p.sum(axis=-1, keepdims=True)
+    if same_precision:
+        p = p.astype(numpy_dtype(dtype)).astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        o = np.where(seen, (p @ v) / l, 0)
+        lse = np.where(seen, m + np.log(l), -np.inf)[..., 0]
+    if same_precision:
+        o = o.astype(numpy_dtype(dtype)).astype(np.float64)
+    return o.astype(np.float64), lse.astype(np.float64)
+
+
+def check(o, lse, q, k, v, causal=False, scale=None, dtype="fp16"):
+    """The suite's rule: max|O - O_exact| <= 2 max|O_same - O_exact| + u max(1, max|O_exact|);
+    LSE likewise with a relative floor of 1e-5; no NaN or inf; -inf LSE exactly where the exact
+    reference has it. Returns a list of what failed (empty: pass)."""
+    exact_o, exact_lse = reference(q, k, v, causal, scale)
+    same_o, same_lse = reference(q, k, v, causal, scale, same_precision=True, dtype=dtype)
+    o = np.asarray(o).astype(np.float32).astype(np.float64)
+    failures = []
+    if not np.isfinite(o).all():
+        failures.append(f"{np.count_nonzero(~np.isfinite(o))} elements of O are NaN or inf")
+    o_bound = 2 * np.abs(same_o - exact_o).max() + unit_roundoff(dtype) * max(
+        1.0, np.abs(exact_o).max())
+    o_err = np.abs(o - exact_o).max()
+    if not o_err <= o_bound:
+        failures.append(f"max|O - O_exact| = {o_err:.3g} > bound {o_bound:.3g}")
+    if lse is not None:
+        lse = np.asarray(lse).astype(np.float64)
+        empty = np.isneginf(exact_lse)
+        if not (np.isneginf(lse) == empty).all():
+            failures.append("LSE is -inf on other rows than the rows that see no key")
+        finite = ~empty
+        if finite.any():
+            lse, same_lse, exact_lse = lse[finite], same_lse[finite], exact_lse[finite]
+            lse_bound = 2 * np.abs(same_lse - exact_lse).max() + 1e-5 * max(
+                1.0, np.abs(exact_lse).max())
+            lse_err = np.abs(lse - exact_lse).max()
+            if not lse_err <= lse_bound:
+                failures.append(f"max|LSE - LSE_exact| = {lse_err:.3g} > bound {lse_bound:.3g}")
+    return failures
