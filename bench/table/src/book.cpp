@@ -402,6 +402,21 @@ void write_plots(const RunData& run, Writer& w) {
 
 }  // namespace
 
+// The emulator's counts against the run's profiles (emulated.cpp), with bench/emu-bands.txt.
+static std::string emu_compare_page(const RunData& run) {
+  if (run.empty()) return no_measurement(plain("the emulated counts against a profile"));
+  const EmuComparison c = emu_comparison(run.dir, run.dir, run.stages.names(),
+                                         load_emu_bands(FS_TABLE_BENCH_DIR "/emu-bands.txt"));
+  if (c.table.rows.empty())
+    return md(plain("This run has no emulated counts (") + code("emu_<stage>.csv") + plain("); ") +
+              code("bench/emu-profile.sh") + plain(" writes them.")) +
+           "\n";
+  std::string out = md(run_caption(run)) + "\n\n" + md(c.table) + '\n';
+  for (const std::string& f : c.failures)
+    out += md(plain("Not within its band: " + f)) + "\n";
+  return out;
+}
+
 BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const StageList& stages) {
   const auto metrics = load_metric_set(FS_TABLE_BENCH_DIR "/ncu-metrics.txt");
   const RunData run = load_run(run_dir, stages);
@@ -454,6 +469,7 @@ BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const St
               md(run_caption(run)) + "\n\n" + md(verdict_table(run, stage, predictions)));
     }
   }
+  w.write("emu_compare.md", emu_compare_page(run));
   write_plots(run, w);
   return {w.written, run.missing_reason, run.warnings};
 }
