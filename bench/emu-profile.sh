@@ -7,7 +7,7 @@
 #   bench/emu-profile.sh [--blocks N] <emulated-runner-dir> <run-dir> <out-dir>
 #
 #   e.g. bench/emu-profile.sh build/cpu/stages/emulated book/data/h100-80gb-hbm3/<run> \
-#            book/data/h100-80gb-hbm3/<run>
+#            book/data/h100-80gb-hbm3/<run>/emulated     (where fs_table looks for them)
 #
 # --blocks N (default 4): each launch emulates N of its blocks, evenly spaced in linear block
 # order, and every count is scaled by blocks / N (fsemu/profile.hpp). That is exact when every

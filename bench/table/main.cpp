@@ -105,9 +105,9 @@ int emu_compare_command(const std::string& run_dir, const std::string& emu_dir,
                         const std::string& out_file, const StageList& stages) {
   const RunData run = load_run(run_dir, stages);
   if (run.empty()) throw InputError("no run in " + run_dir + ": " + run.missing_reason);
-  const EmuComparison c =
-      emu_comparison(run.dir, emu_dir.empty() ? run.dir : std::filesystem::path(emu_dir),
-                     stages.names(), load_emu_bands(bands_file));
+  const EmuComparison c = emu_comparison(
+      run.dir, emu_dir.empty() ? run.dir / kEmulatedDir : std::filesystem::path(emu_dir),
+      stages.names(), load_emu_bands(bands_file));
   emit(render(c.table, format == "markdown" ? Format::markdown : Format::console), out_file);
   for (const std::string& f : c.failures)
     std::cerr << "fs_table emu-compare: " << f << '\n';
@@ -172,7 +172,8 @@ int main(int argc, char** argv) {
       "and band per metric; exit 1 when a ratio leaves its band");
   emu->add_option("RUN_DIR", run_dir, "run folder, or book/data (its CURRENT names the run)")
       ->required();
-  emu->add_option("--emu-dir", emu_dir, "folder of the emu_<stage>.csv files (default: RUN_DIR)");
+  emu->add_option("--emu-dir", emu_dir,
+                  "folder of the emu_<stage>.csv files (default: RUN_DIR/emulated)");
   emu->add_option("--bands", bands_file, "the band file")->capture_default_str();
   emu->add_option("--format", format, "console or markdown")->check(formats)->capture_default_str();
   emu->add_option("-o,--output", out_file, "write to FILE instead of standard output");

@@ -49,7 +49,7 @@ TEST_CASE("emulated against measured: ratio per metric, and what leaves its band
   const auto b = bands(
       "* * l1tex__data_pipe_lsu_wavefronts_mem_shared.sum 0.95 1.05  # within\n"
       "* * lts__t_bytes.sum 0.5 1.4  # too narrow for 1.5\n");
-  const EmuComparison c = emu_comparison(kRun, kRun, build_stages().names(), b);
+  const EmuComparison c = emu_comparison(kRun, kRun / kEmulatedDir, build_stages().names(), b);
   // Stage 03 only (07 has no profile): three metrics, the kernels matched by base name.
   REQUIRE(c.table.rows.size() == 3);
   CHECK(cells(c.table, 0) ==

@@ -405,7 +405,7 @@ void write_plots(const RunData& run, Writer& w) {
 // The emulator's counts against the run's profiles (emulated.cpp), with bench/emu-bands.txt.
 static std::string emu_compare_page(const RunData& run) {
   if (run.empty()) return no_measurement(plain("the emulated counts against a profile"));
-  const EmuComparison c = emu_comparison(run.dir, run.dir, run.stages.names(),
+  const EmuComparison c = emu_comparison(run.dir, run.dir / kEmulatedDir, run.stages.names(),
                                          load_emu_bands(FS_TABLE_BENCH_DIR "/emu-bands.txt"));
   if (c.table.rows.empty())
     return md(plain("This run has no emulated counts (") + code("emu_<stage>.csv") + plain("); ") +

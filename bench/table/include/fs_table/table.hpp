@@ -365,7 +365,7 @@ Table ncu_diff_table(const NcuProfile& before, const NcuProfile& after,
 //                                 its kernels as the Nsight Compute tables reduce it
 //   ncu_ratio:<backend>:<metric>  the stage's value of a metric over another stage's
 //   emu:<metric>                  the emulator's count of a metric at the profile's shape
-//                                 (emu_<stage>.csv, bench/emu-profile.sh): evidence for a
+//                                 (emulated/emu_<stage>.csv, bench/emu-profile.sh): evidence for a
 //                                 counting prediction without a GPU, marked "emulated"
 // An ncu: measure whose stage has no profile, or whose profile lacks the metric, takes the
 // emulated count instead when emu_<stage>.csv has it, marked the same way.
@@ -455,6 +455,10 @@ std::string replace_status_block(const std::string& readme, const std::string& b
 //   <stage|*> <kernel base name|*> <metric> <low> <high>  # <why this band>
 //
 // the most specific line (stage and kernel named, then stage, then neither) applies.
+
+/// Where a run folder keeps the emulated counts at its profiles' shapes (emu_<stage>.csv), added
+/// after the GPU run by bench/emu-profile.sh: <run>/emulated/.
+inline constexpr const char* kEmulatedDir = "emulated";
 
 struct EmuBand {
   std::string stage, kernel, metric;
