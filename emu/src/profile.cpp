@@ -98,15 +98,14 @@ int log2_width(std::size_t bytes) {
   }
 }
 
+}  // namespace
+
 // ---------------------------------------------------------------------------------------------
 // Shared-memory wavefronts: 32 banks of 4 bytes. A warp-wide access of `width` bytes per lane is
 // served in phases of 128 / max(width, 4) lanes (32 lanes up to 4 bytes, 16 for 8 bytes, 8 for
 // 16 bytes); a phase needs as many wavefronts as the most distinct 4-byte words any one bank
 // holds among its lanes' bytes (lanes reading the same word share it). Ideal: one per phase
 // with an active lane. ldmatrix: each 8-address phase (16 bytes per address) likewise.
-struct Wavefronts {
-  std::uint64_t total = 0, ideal = 0;
-};
 Wavefronts shared_wavefronts(const std::uint32_t* addr, const std::uint8_t* size,
                              std::uint32_t mask, int width) {
   const int per_phase = 128 / std::max(width, 4);
@@ -131,6 +130,8 @@ Wavefronts shared_wavefronts(const std::uint32_t* addr, const std::uint8_t* size
   }
   return w;
 }
+
+namespace {
 
 std::uint64_t sectors(const std::uint64_t* addr, const std::uint8_t* size, std::uint32_t mask) {
   std::uint64_t s[64];
@@ -248,47 +249,52 @@ void event(const void* site, Kind kind, Fill&& fill) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Device allocations, to tell a global access from one to the thread's own stack.
-std::map<std::uintptr_t, std::size_t> g_allocations;
-bool is_global(const void* p) {
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
-  auto it = g_allocations.upper_bound(a);
-  if (it == g_allocations.begin()) return false;
-  --it;
-  return a < it->first + it->second;
+// The executable's own symbol table (the kernels are in anonymous namespaces: not in the dynamic
+// symbol table): kernel names, and where the static `__shared__` arrays are.
+struct Symbol {
+  std::string name;  // mangled
+  std::uintptr_t addr;
+  std::size_t size;
+  bool function;
+};
+const std::vector<Symbol>& symbols() {
+  static const std::vector<Symbol> all = [] {
+    std::vector<Symbol> out;
+    std::uintptr_t bias = 0;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, std::size_t, void* to) {
+          *static_cast<std::uintptr_t*>(to) = info->dlpi_addr;
+          return 1;  // the first object is the executable
+        },
+        &bias);
+    std::ifstream f("/proc/self/exe", std::ios::binary);
+    const std::vector<char> elf((std::istreambuf_iterator<char>(f)),
+                                std::istreambuf_iterator<char>());
+    if (elf.size() < sizeof(Elf64_Ehdr)) return out;
+    const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(elf.data());
+    const auto* sh = reinterpret_cast<const Elf64_Shdr*>(elf.data() + eh->e_shoff);
+    for (int i = 0; i < eh->e_shnum; ++i) {
+      if (sh[i].sh_type != SHT_SYMTAB) continue;
+      const auto* sym = reinterpret_cast<const Elf64_Sym*>(elf.data() + sh[i].sh_offset);
+      const char* str = elf.data() + sh[sh[i].sh_link].sh_offset;
+      for (std::size_t j = 0; j < sh[i].sh_size / sizeof(Elf64_Sym); ++j) {
+        const int type = ELF64_ST_TYPE(sym[j].st_info);
+        if (type != STT_FUNC && type != STT_OBJECT) continue;
+        out.push_back(
+            Symbol{str + sym[j].st_name, bias + sym[j].st_value, sym[j].st_size, type == STT_FUNC});
+      }
+    }
+    return out;
+  }();
+  return all;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Kernel names: the host compiler's symbol of the kernel function, from the executable's own
-// symbol table (the kernels are in anonymous namespaces: not in the dynamic symbol table).
 std::string symbol_name(const void* fn) {
   static std::map<const void*, std::string> cache;
   if (auto it = cache.find(fn); it != cache.end()) return it->second;
   std::string name;
-  std::uintptr_t bias = 0;
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, std::size_t, void* out) {
-        *static_cast<std::uintptr_t*>(out) = info->dlpi_addr;
-        return 1;  // the first object is the executable
-      },
-      &bias);
-  std::ifstream f("/proc/self/exe", std::ios::binary);
-  std::vector<char> elf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (elf.size() > sizeof(Elf64_Ehdr)) {
-    const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(elf.data());
-    const auto* sh = reinterpret_cast<const Elf64_Shdr*>(elf.data() + eh->e_shoff);
-    const std::uintptr_t want = reinterpret_cast<std::uintptr_t>(fn) - bias;
-    for (int i = 0; i < eh->e_shnum && name.empty(); ++i) {
-      if (sh[i].sh_type != SHT_SYMTAB) continue;
-      const auto* sym = reinterpret_cast<const Elf64_Sym*>(elf.data() + sh[i].sh_offset);
-      const char* str = elf.data() + sh[sh[i].sh_link].sh_offset;
-      for (std::size_t j = 0; j < sh[i].sh_size / sizeof(Elf64_Sym); ++j)
-        if (ELF64_ST_TYPE(sym[j].st_info) == STT_FUNC && sym[j].st_value == want) {
-          name = str + sym[j].st_name;
-          break;
-        }
-    }
-  }
+  for (const Symbol& s : symbols())
+    if (s.function && s.addr == reinterpret_cast<std::uintptr_t>(fn)) name = s.name;
   if (name.empty()) {
     std::ostringstream s;
     s << "kernel at " << fn;
@@ -299,6 +305,29 @@ std::string symbol_name(const void* fn) {
     std::free(d);
   }
   return cache[fn] = name;
+}
+
+// Memory a kernel's accesses are classified by: device allocations (global), and the static
+// `__shared__` arrays, which the shim makes function-local statics outside the shared window
+// (mangled _ZZ...: no emulated program has other function-local statics that a kernel touches).
+// Their shared "address" is the host address: bank conflicts depend only on the addresses of one
+// access relative to each other, and a 4-byte-aligned array keeps them.
+std::map<std::uintptr_t, std::size_t> g_allocations;
+const std::map<std::uintptr_t, std::size_t>& static_shared() {
+  static const std::map<std::uintptr_t, std::size_t> ranges = [] {
+    std::map<std::uintptr_t, std::size_t> out;
+    for (const Symbol& s : symbols())
+      if (!s.function && s.size > 0 && s.name.rfind("_ZZ", 0) == 0) out[s.addr] = s.size;
+    return out;
+  }();
+  return ranges;
+}
+bool in(const std::map<std::uintptr_t, std::size_t>& ranges, const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  auto it = ranges.upper_bound(a);
+  if (it == ranges.begin()) return false;
+  --it;
+  return a < it->first + it->second;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -497,12 +526,15 @@ void access(const void* site, const void* addr, std::size_t size, bool store) {
   if (!g_on || size == 0) return;
   const model::SharedWindow& win = shared_window();
   const auto* p = static_cast<const std::uint8_t*>(addr);
-  if (p >= win.base && p < win.base + win.size) {
+  const bool window = p >= win.base && p < win.base + win.size;
+  if (window || in(static_shared(), addr)) {
+    const auto a = window ? static_cast<std::uint32_t>(p - win.base)
+                          : static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(p));
     event(site, store ? Kind::sh_st : Kind::sh_ld, [&](Group& g, int l) {
       g.size[l] = static_cast<std::uint8_t>(std::min<std::size_t>(size, 16));
-      g.saddr[l] = static_cast<std::uint32_t>(p - win.base);
+      g.saddr[l] = a;
     });
-  } else if (is_global(addr)) {
+  } else if (in(g_allocations, addr)) {
     event(site, store ? Kind::gl_st : Kind::gl_ld, [&](Group& g, int l) {
       g.size[l] = static_cast<std::uint8_t>(std::min<std::size_t>(size, 16));
       g.gaddr[l] = reinterpret_cast<std::uintptr_t>(addr);

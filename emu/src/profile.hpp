@@ -48,4 +48,13 @@ void tma(bool store, std::uint32_t bytes);
 /// An ordinary load or store by the calling thread (the access hooks' observer).
 void access(const void* site, const void* addr, std::size_t size, bool store);
 
+/// The rule every shared-memory count uses (emu/README.md, Counting): the wavefronts a warp-wide
+/// access of `width` bytes per lane needs (lane l at addr[l], size[l] bytes, lanes in mask), and
+/// the conflict-free minimum (one per phase with an active lane).
+struct Wavefronts {
+  std::uint64_t total = 0, ideal = 0;
+};
+Wavefronts shared_wavefronts(const std::uint32_t* addr, const std::uint8_t* size,
+                             std::uint32_t mask, int width);
+
 }  // namespace fsemu::profile
