@@ -237,6 +237,9 @@ bool barrier_complete(const Block& b, const NamedBarrier& bar, bool all_threads)
 const ThreadInfo& self() {
   return current().info;
 }
+bool in_thread() {
+  return g_block && g_block->current;
+}
 
 model::SharedWindow& shared_window() {
   return block().window;
@@ -295,11 +298,14 @@ void wait_for_change(const std::uint64_t* word, std::uint64_t value,
 }
 }  // namespace
 
-void fault(const std::string& message) {
+void report_fault(const std::string& message) {
   Block& b = block();
   if (b.failure.empty()) {
     b.failure = b.current ? where(*b.current) + ": " + message : message;
   }
+}
+void fault(const std::string& message) {
+  report_fault(message);
   throw LaunchAborted{};
 }
 
