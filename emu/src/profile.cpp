@@ -22,8 +22,10 @@
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
+#include "fsemu/access.hpp"
 #include "fsemu/profile.hpp"
 #include "fsemu/runtime.hpp"
 
@@ -79,6 +81,7 @@ enum C : int {
   kBarArrive,
   kMbarWait,
   kMbarArrive,
+  kWarps,  // warps run
   kCounters
 };
 std::array<std::uint64_t, kCounters> g_c{};
@@ -165,9 +168,22 @@ struct Site {
   std::deque<Group> q;
   std::uint64_t base = 0;  // occurrence number of q.front()
 };
+// A lane's ordinary accesses are held back while each continues the last one (the next
+// address, same space and direction, at most 16 bytes in all): the host compiler copies a
+// uint4 or a float4 member by member, where nvcc emits one 16-byte instruction. The pieces go out
+// as one access when they form an aligned 2-, 4-, 8- or 16-byte access, else one by one.
+struct Pending {
+  Kind kind{};
+  std::uint64_t addr = 0;  // shared address or global address
+  int total = 0;           // bytes; 0: nothing held
+  int n = 0;
+  const void* site[16];
+  std::uint8_t size[16];
+};
 struct Warp {
   std::unordered_map<std::uint64_t, Site> sites;
   std::vector<std::unordered_map<std::uint64_t, std::uint64_t>> next;  // per lane
+  std::vector<Pending> pending;                                        // per lane
   int lanes = 32;
 };
 struct BlockState {
@@ -213,7 +229,11 @@ void count_group(const Group& g) {
   }
 }
 
+void flush_pending(Warp& w, int lane);
+
 void flush_warp(Warp& w) {
+  for (int l = 0; l < w.lanes; ++l)
+    flush_pending(w, l);
   for (auto& [key, site] : w.sites)
     for (const Group& g : site.q)
       if (g.mask) count_group(g);
@@ -222,23 +242,20 @@ void flush_warp(Warp& w) {
     n.clear();
 }
 
-// The calling thread's event: returns its group to fill, and counts the groups it completes.
+// Lane `lane`'s event: fills its group, and counts the groups it completes.
 template <class Fill>
-void event(const void* site, Kind kind, Fill&& fill) {
-  const ThreadInfo& t = self();
-  if (static_cast<std::size_t>(t.warp) >= g_block.warps.size()) return;
-  Warp& w = g_block.warps[static_cast<std::size_t>(t.warp)];
+void lane_event(Warp& w, int lane, const void* site, Kind kind, Fill&& fill) {
   const std::uint64_t key = reinterpret_cast<std::uintptr_t>(site) ^
                             (std::uint64_t{static_cast<std::uint8_t>(kind)} << 56);
-  const std::uint64_t k = w.next[static_cast<std::size_t>(t.lane)][key]++;
+  const std::uint64_t k = w.next[static_cast<std::size_t>(lane)][key]++;
   Site& s = w.sites[key];
   const std::uint64_t pos = k - s.base;
   while (s.q.size() <= pos)
     s.q.emplace_back();
   Group& g = s.q[pos];
   g.kind = kind;
-  g.mask |= 1u << t.lane;
-  fill(g, t.lane);
+  g.mask |= 1u << lane;
+  fill(g, lane);
   // Count the groups at the front that every lane has joined.
   const std::uint32_t all = w.lanes == 32 ? 0xffffffffu : (1u << w.lanes) - 1;
   while (!s.q.empty() && s.q.front().mask == all) {
@@ -246,6 +263,69 @@ void event(const void* site, Kind kind, Fill&& fill) {
     s.q.pop_front();
     ++s.base;
   }
+}
+
+void access_event(Warp& w, int lane, const void* site, Kind kind, std::uint64_t addr, int size) {
+  const bool shared = kind == Kind::sh_ld || kind == Kind::sh_st;
+  lane_event(w, lane, site, kind, [&](Group& g, int l) {
+    g.size[l] = static_cast<std::uint8_t>(size);
+    if (shared)
+      g.saddr[l] = static_cast<std::uint32_t>(addr);
+    else
+      g.gaddr[l] = addr;
+  });
+}
+
+void flush_pending(Warp& w, int lane) {
+  Pending& p = w.pending[static_cast<std::size_t>(lane)];
+  if (p.total == 0) return;
+  const bool vector =
+      (p.total & (p.total - 1)) == 0 && p.addr % static_cast<unsigned>(p.total) == 0;
+  if (vector) {
+    access_event(w, lane, p.site[0], p.kind, p.addr, p.total);
+  } else {
+    std::uint64_t a = p.addr;
+    for (int i = 0; i < p.n; ++i) {
+      access_event(w, lane, p.site[i], p.kind, a, p.size[i]);
+      a += p.size[i];
+    }
+  }
+  p.total = 0;
+  p.n = 0;
+}
+
+Warp* calling_warp() {
+  const ThreadInfo& t = self();
+  if (static_cast<std::size_t>(t.warp) >= g_block.warps.size()) return nullptr;
+  return &g_block.warps[static_cast<std::size_t>(t.warp)];
+}
+
+// The calling thread's event (not an ordinary access): its held-back access goes first.
+template <class Fill>
+void event(const void* site, Kind kind, Fill&& fill) {
+  Warp* w = calling_warp();
+  if (!w) return;
+  flush_pending(*w, self().lane);
+  lane_event(*w, self().lane, site, kind, std::forward<Fill>(fill));
+}
+
+void hold_access(const void* site, Kind kind, std::uint64_t addr, std::size_t bytes) {
+  Warp* w = calling_warp();
+  if (!w) return;
+  const int lane = self().lane;
+  const int size = static_cast<int>(std::min<std::size_t>(bytes, 16));
+  Pending& p = w->pending[static_cast<std::size_t>(lane)];
+  if (p.total > 0 &&
+      (p.kind != kind || addr != p.addr + static_cast<unsigned>(p.total) || p.total + size > 16))
+    flush_pending(*w, lane);
+  if (p.total == 0) {
+    p.kind = kind;
+    p.addr = addr;
+  }
+  p.site[p.n] = site;
+  p.size[p.n] = static_cast<std::uint8_t>(size);
+  ++p.n;
+  p.total += size;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -342,6 +422,13 @@ const char* const kWidthNames[5] = {"8", "16", "32", "64", "128"};
 
 void enable(const Options& options) {
   g_options = options;
+  if (!g_on) {  // every ordinary load and store of the kernels (fsemu/access.hpp)
+    fsemu::access::attach(
+        [](void*, const fsemu::access::Access& a) {
+          if (in_thread()) access(a.pc, a.addr, a.size, a.write);
+        },
+        nullptr);
+  }
   g_on = true;
 }
 bool enabled() {
@@ -391,7 +478,9 @@ void block_begin(int threads) {
     Warp& w = g_block.warps[static_cast<std::size_t>(i)];
     w.lanes = std::min(32, threads - 32 * i);
     w.next.resize(static_cast<std::size_t>(w.lanes));
+    w.pending.resize(static_cast<std::size_t>(w.lanes));
   }
+  g_c[kWarps] += static_cast<std::uint64_t>(warps);
   ++g_current.blocks_run;
 }
 void block_end() {
@@ -530,15 +619,10 @@ void access(const void* site, const void* addr, std::size_t size, bool store) {
   if (window || in(static_shared(), addr)) {
     const auto a = window ? static_cast<std::uint32_t>(p - win.base)
                           : static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(p));
-    event(site, store ? Kind::sh_st : Kind::sh_ld, [&](Group& g, int l) {
-      g.size[l] = static_cast<std::uint8_t>(std::min<std::size_t>(size, 16));
-      g.saddr[l] = a;
-    });
+    hold_access(site, store ? Kind::sh_st : Kind::sh_ld, a, size);
   } else if (in(g_allocations, addr)) {
-    event(site, store ? Kind::gl_st : Kind::gl_ld, [&](Group& g, int l) {
-      g.size[l] = static_cast<std::uint8_t>(std::min<std::size_t>(size, 16));
-      g.gaddr[l] = reinterpret_cast<std::uintptr_t>(addr);
-    });
+    hold_access(site, store ? Kind::gl_st : Kind::gl_ld, reinterpret_cast<std::uintptr_t>(addr),
+                size);
   }
 }
 
@@ -577,8 +661,13 @@ void launch_end(bool ok) {
       (g_c[kShLdWavefronts] - g_c[kShLdIdeal]) + (g_c[kLdsmWavefronts] - g_c[kLdsmIdeal]);
   const std::uint64_t st_conf = g_c[kShStWavefronts] - g_c[kShStIdeal];
   const std::uint64_t cp_conf = g_c[kCpWavefronts] - g_c[kCpIdeal];
-  const std::uint64_t lsu_wf =
-      g_c[kShLdWavefronts] + g_c[kShStWavefronts] + g_c[kLdsmWavefronts] + g_c[kCpWavefronts];
+  // Nsight Compute's shared wavefronts on the H100, as the committed profiles pin them down
+  // (book chapter "What the emulator counts"): the LSU's LDS, STS, LDSM and LDGSTS wavefronts by
+  // the bank rule, plus one per shuffle, one per 128 bytes wgmma reads from shared memory, and one
+  // per warp. The last three are inferred from the profiles, not from NVIDIA's documentation.
+  const std::uint64_t wgmma_wf = (g_c[kWgmmaSmemBytes] + 127) / 128;
+  const std::uint64_t lsu_wf = g_c[kShLdWavefronts] + g_c[kShStWavefronts] + g_c[kLdsmWavefronts] +
+                               g_c[kCpWavefronts] + g_c[kShfl] + wgmma_wf + g_c[kWarps];
   const std::uint64_t l1_sectors = g_c[kGlLdSectors] + g_c[kGlStSectors] + g_c[kCpSectors];
 
   // Tensor-core instructions, per warp (a wgmma is one instruction in each of its 4 warps).
@@ -644,7 +733,7 @@ void launch_end(bool ok) {
   add("inst.mbarrier.arrive", "", u(g_c[kMbarArrive]), "mbarrier arrives, per warp");
   // Shared memory, LSU pipe.
   add("shared.wavefronts", "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum", u(lsu_wf),
-      "shared wavefronts of the LSU pipe: LDS + STS + LDSM + the shared writes of cp.async");
+      "LDS + STS + LDSM + cp.async writes + 1 per shuffle + wgmma bytes / 128 + 1 per warp");
   add("shared.ld.wavefronts", "", u(g_c[kShLdWavefronts]), "LDS wavefronts");
   add("shared.st.wavefronts", "", u(g_c[kShStWavefronts]), "STS wavefronts");
   add("shared.ldsm.wavefronts", "", u(g_c[kLdsmWavefronts]), "LDSM wavefronts");
@@ -657,7 +746,8 @@ void launch_end(bool ok) {
   add("shared.cp_async.conflicts", "", u(cp_conf),
       "extra wavefronts of cp.async's shared writes over one per phase");
   add("shared.wgmma.bytes", "", u(g_c[kWgmmaSmemBytes]),
-      "operand bytes wgmma reads from shared memory (not the LSU pipe: not in its metrics)");
+      "operand bytes wgmma reads from shared memory (async proxy; / 128 in shared.wavefronts)");
+  add("warps", "", u(g_c[kWarps]), "warps run (1 wavefront each in shared.wavefronts)");
   // Global memory.
   add("global.bytes", "l1tex__t_bytes.sum", 32.0 * u(l1_sectors),
       "32-byte sectors requested by LDG, STG and cp.async, times 32");
