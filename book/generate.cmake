@@ -55,7 +55,7 @@ set(stages ${list_STAGES})
 set(expected table_all.md provenance.md emu_compare.md plot_stages.png plot_seqlen.png)
 foreach(stage IN LISTS stages)
   list(APPEND expected "table_${stage}.md" "ncu_${stage}.md" "ncu_diff_${stage}.md"
-                       "verdict_${stage}.md")
+                       "verdict_${stage}.md" "emu_${stage}.md")
 endforeach()
 set(missing "")
 foreach(f IN LISTS expected)

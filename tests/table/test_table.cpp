@@ -495,7 +495,7 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
                                        "plot_stages.dat", "plot_stages.png", "plot_seqlen.dat",
                                        "plot_seqlen.png"};
   for (const std::string& s : build_stages().names()) {
-    for (const char* kind : {"table_", "ncu_", "ncu_diff_", "verdict_"}) {
+    for (const char* kind : {"table_", "ncu_", "ncu_diff_", "verdict_", "emu_"}) {
       expected.push_back(kind + std::string(s) + ".md");
     }
   }

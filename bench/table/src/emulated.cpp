@@ -114,7 +114,7 @@ EmuComparison emu_comparison(const fs::path& run_dir, const fs::path& emu_dir,
                              const std::vector<EmuBand>& bands) {
   EmuComparison c;
   Table& t = c.table;
-  t.caption = plain("Emulated counts (") + code("emu_<stage>.csv") +
+  t.caption = plain("Emulated counts (") + code("emulated/emu_<stage>.csv") +
               plain(") against the committed Nsight Compute profiles (") + code("ncu_<stage>.csv") +
               plain(") of this run, per kernel at the profile's shape");
   t.header = {plain("stage"),    plain("kernel"), plain("metric"), plain("Nsight Compute"),

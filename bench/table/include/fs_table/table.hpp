@@ -489,6 +489,7 @@ EmuComparison emu_comparison(const std::filesystem::path& run_dir,
 //   ncu_diff_<stage>.md     a stage against its parent stage, metric by metric
 //   verdict_<stage>.md      the stage's predictions against the run (the verdict section)
 //   emu_compare.md          the emulator's counts against the run's profiles (emu_comparison)
+//   emu_<stage>.md          the same, of one stage (its chapter's Evidence)
 //   plot_stages.dat/.png    TFLOP/s of every backend at each sweep shape (bench/plots/*.gp)
 //   plot_seqlen.dat/.png    TFLOP/s against S for the last three stages and the baselines
 //
