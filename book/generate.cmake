@@ -70,10 +70,10 @@ flashsteps_read_stage_list("${STAGE_LIST}" list)
 set(stages ${list_STAGES})
 
 # The contract the chapters rely on: every fragment they \include{doc} and every image they show.
-set(expected table_all.md provenance.md plot_stages.svg plot_seqlen.svg)
+set(expected table_all.md provenance.md emu_compare.md plot_stages.svg plot_seqlen.svg)
 foreach(stage IN LISTS stages)
   list(APPEND expected "table_${stage}.md" "ncu_${stage}.md" "ncu_diff_${stage}.md"
-                       "verdict_${stage}.md" "run_${stage}.md")
+                       "verdict_${stage}.md" "run_${stage}.md" "emu_${stage}.md")
 endforeach()
 set(missing "")
 foreach(f IN LISTS expected)

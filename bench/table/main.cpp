@@ -5,6 +5,7 @@
 //   fs_table book RUN_DIR OUT_DIR [--stage-list FILE]
 //   fs_table ncu-diff BEFORE.csv AFTER.csv
 //   fs_table status RUN_DIR [--readme FILE [--check]] [--stage-list FILE]
+//   fs_table emu-compare RUN_DIR [--emu-dir DIR] [--bands FILE] [--format F] [-o FILE]
 //
 // RUN_DIR is a run folder, or book/data itself: then its CURRENT file names the run. The tables
 // show the fp16 shapes; the metric set, gnuplot scripts and predictions are this source tree's.
@@ -102,6 +103,25 @@ int status_command(const std::string& run_dir, const std::string& readme_file, b
   return 0;
 }
 
+// The emulator's counts against the run's profiles; exit 1 when a ratio leaves its band.
+int emu_compare_command(const std::string& run_dir, const std::string& emu_dir,
+                        const std::string& bands_file, const std::string& format,
+                        const std::string& out_file, const StageList& stages) {
+  const RunData run = load_run(run_dir, stages);
+  if (run.empty()) throw InputError("no run in " + run_dir + ": " + run.missing_reason);
+  const EmuComparison c = emu_comparison(
+      run.dir, emu_dir.empty() ? run.dir / kEmulatedDir : std::filesystem::path(emu_dir),
+      stages.names(), load_emu_bands(bands_file));
+  emit(render(c.table, format == "markdown" ? Format::markdown : Format::console), out_file);
+  for (const std::string& f : c.failures)
+    std::cerr << "fs_table emu-compare: " << f << '\n';
+  if (c.table.rows.empty()) {
+    std::cerr << "fs_table emu-compare: nothing compared\n";
+    return kExitInput;
+  }
+  return c.failures.empty() ? 0 : kExitInput;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -149,6 +169,20 @@ int main(int argc, char** argv) {
   status->add_flag("--check", check, "with --readme: only compare, exit 1 when it differs");
   status->add_option("--stage-list", stage_list_file, stage_list_help);
 
+  std::string emu_dir, bands_file = FS_TABLE_BENCH_DIR "/emu-bands.txt";
+  auto* emu = app.add_subcommand(
+      "emu-compare",
+      "the emulator's counts (emu_<stage>.csv) against the run's Nsight Compute profiles, ratio "
+      "and band per metric; exit 1 when a ratio leaves its band");
+  emu->add_option("RUN_DIR", run_dir, "run folder, or book/data (its CURRENT names the run)")
+      ->required();
+  emu->add_option("--emu-dir", emu_dir,
+                  "folder of the emu_<stage>.csv files (default: RUN_DIR/emulated)");
+  emu->add_option("--bands", bands_file, "the band file")->capture_default_str();
+  emu->add_option("--format", format, "console or markdown")->check(formats)->capture_default_str();
+  emu->add_option("-o,--output", out_file, "write to FILE instead of standard output");
+  emu->add_option("--stage-list", stage_list_file, stage_list_help);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -160,6 +194,7 @@ int main(int argc, char** argv) {
     const StageList stages = stage_list(stage_list_file);
     if (*table) return table_command(run_dir, format, out_file, stages);
     if (*status) return status_command(run_dir, readme_file, check, stages);
+    if (*emu) return emu_compare_command(run_dir, emu_dir, bands_file, format, out_file, stages);
     const BookResult r = write_book(run_dir, out_dir, stages);
     for (const std::string& w : r.warnings)
       std::cerr << "fs_table: warning: " << w << '\n';

@@ -14,7 +14,10 @@
 #include "flashsteps/timing.hpp"
 
 #ifdef FLASHSTEPS_EMULATED_BUILD
+#include <fstream>
+
 #include "fsemu/layout.hpp"
+#include "fsemu/profile.hpp"
 #else
 #include <unistd.h>
 
@@ -27,6 +30,57 @@
 #endif
 
 namespace flashsteps {
+
+namespace {
+
+// --profile, --profile-csv, --profile-blocks: counting on the emulator (fsemu/profile.hpp).
+void add_profile_flags(CLI::App& app, RunnerOptions* opts) {
+  app.add_flag("--profile", opts->profile,
+               "with --emulate: count per kernel the instructions by class, shared-memory "
+               "wavefronts and bank conflicts, and global sectors, named after the Nsight "
+               "Compute metrics they correspond to (emu/README.md, Counting)");
+  app.add_option("--profile-csv", opts->profile_csv,
+                 "with --profile: also write the counts as bench/profile.sh's Nsight Compute CSV "
+                 "(marked emulated)");
+  app.add_option("--profile-blocks", opts->profile_blocks,
+                 "with --profile: emulate only this many evenly spaced blocks of each launch and "
+                 "scale the counts (0: every block); skips the check")
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 31));
+}
+
+// Whether the profile flags make sense together; the refusal otherwise.
+std::string profile_flags_error(const RunnerOptions& o) {
+  if (!o.profile && (!o.profile_csv.empty() || o.profile_blocks > 0))
+    return "--profile-csv and --profile-blocks need --profile";
+  if (o.profile && !o.emulate)
+    return "--profile counts on the CPU emulator, so it needs --emulate (run it as: --emulate "
+           "--profile); bench/profile.sh profiles on a GPU with Nsight Compute";
+  return {};
+}
+
+#ifdef FLASHSTEPS_EMULATED_BUILD
+void start_profile(const RunnerOptions& o) {
+  if (o.profile) fsemu::profile::enable(fsemu::profile::Options{o.profile_blocks});
+}
+// Prints the counts and writes the CSV; false if the CSV cannot be written.
+bool finish_profile(const RunnerOptions& o, std::string_view stage, std::ostream& out,
+                    std::ostream& err) {
+  if (!o.profile) return true;
+  fsemu::profile::print(out);
+  if (o.profile_csv.empty()) return true;
+  std::ofstream f(o.profile_csv);
+  fsemu::profile::write_ncu_csv(f, std::string(stage));
+  f.close();
+  if (!f) {
+    err << stage << ": cannot write " << o.profile_csv << '\n';
+    return false;
+  }
+  out << "profile  written to " << o.profile_csv << '\n';
+  return true;
+}
+#endif
+
+}  // namespace
 
 std::optional<int> parse_runner_cli(int argc, const char* const* argv, std::string_view stage,
                                     std::string_view title, RunnerOptions* opts, std::ostream& out,
@@ -91,6 +145,7 @@ std::optional<int> parse_runner_cli(int argc, const char* const* argv, std::stri
   app.add_flag("--layout", opts->layout,
                "with --emulate: print the tensor-core fragment layouts (stages 06 and 07)");
 #endif
+  add_profile_flags(app, opts);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -111,6 +166,10 @@ std::optional<int> parse_runner_cli(int argc, const char* const* argv, std::stri
     return kExitUsage;
   }
 #endif
+  if (std::string why = profile_flags_error(*opts); !why.empty()) {
+    err << refusal(stage, why) << '\n';
+    return kExitUsage;
+  }
   p.dtype = *parse_dtype(dtype);
   p.seq_kv = seq_kv < 0 ? p.seq_q : seq_kv;
   if (std::string why = validate(p); !why.empty()) {
@@ -241,6 +300,7 @@ int run(const RunnerOptions& opt, Stage& stage, std::ostream& out, std::ostream&
   // The launch runs the kernels to completion on the CPU; a fault (an access out of bounds, an
   // instruction used against the ISA's rules) or a deadlock fails it with the emulator's report.
   dt.poison(stream);
+  start_profile(opt);
   try {
     launch(stream);
     FS_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -249,7 +309,10 @@ int run(const RunnerOptions& opt, Stage& stage, std::ostream& out, std::ostream&
     out << kEmulatedMeaning;
     return kExitCheckFailed;
   }
-  if (opt.check_heads > 0) {
+  if (!finish_profile(opt, stage.name(), out, err)) rc = kExitCheckFailed;
+  if (opt.profile_blocks > 0) {
+    out << "check    skipped (--profile-blocks: only a sample of each launch's blocks ran)\n";
+  } else if (opt.check_heads > 0) {
 #else
   if (opt.check_heads > 0) {
     dt.poison(stream);

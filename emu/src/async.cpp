@@ -8,6 +8,7 @@
 #include <string>
 
 #include "fsemu/model/tma.hpp"
+#include "profile.hpp"
 #include "sanitize.hpp"
 #include "state.hpp"
 
@@ -167,6 +168,7 @@ void cp_async(void* dst, const void* src, std::size_t bytes, std::size_t src_byt
     fault("cp.async of " + std::to_string(bytes) + " bytes: source or destination is not " +
           std::to_string(bytes) + "-byte aligned (shared " + hex(a) + ")");
   shared_window().check(a, static_cast<std::uint32_t>(bytes), "cp.async (destination)");
+  profile::cp_async(__builtin_return_address(0), a, src, bytes, src_bytes);
   ThreadExtra& t = thread_extra();
   auto* d = static_cast<std::uint8_t*>(dst);
   {
@@ -229,6 +231,7 @@ void mbarrier_init(std::uint64_t* bar, std::uint32_t count) {
 std::uint64_t mbarrier_arrive(std::uint64_t* bar, std::uint32_t count) {
   const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   MBar& b = mbar(bar, "mbarrier.arrive");
+  profile::sync(__builtin_return_address(0), profile::Sync::mbarrier_arrive);
   sanitize::release(sync(b, b.m.phase() & 1));
   return b.m.arrive(count);
 }
@@ -236,6 +239,7 @@ std::uint64_t mbarrier_arrive(std::uint64_t* bar, std::uint32_t count) {
 std::uint64_t mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
   const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   MBar& b = mbar(bar, "mbarrier.arrive.expect_tx");
+  profile::sync(__builtin_return_address(0), profile::Sync::mbarrier_arrive);
   sanitize::release(sync(b, b.m.phase() & 1));
   return b.m.arrive_expect_tx(bytes);
 }
@@ -256,6 +260,7 @@ std::string waiting_on(std::uint64_t* bar, const MBar& b, const std::string& for
 bool mbarrier_try_wait_parity(std::uint64_t* bar, std::uint32_t parity) {
   const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   MBar& b = mbar(bar, "mbarrier.try_wait.parity");
+  profile::sync(__builtin_return_address(0), profile::Sync::mbarrier_wait);
   wait_until(
       [&b, parity] {
         settle(b);
@@ -273,6 +278,7 @@ bool mbarrier_test_wait_parity(std::uint64_t* bar, std::uint32_t parity) {
   MBar& b = mbar(bar, "mbarrier.test_wait.parity");
   settle(b);
   if (b.m.test_wait_parity(parity)) {
+    profile::sync(__builtin_return_address(0), profile::Sync::mbarrier_wait);
     sanitize::acquire(sync(b, parity));
     return true;
   }
@@ -284,6 +290,7 @@ bool mbarrier_test_wait_parity(std::uint64_t* bar, std::uint32_t parity) {
 bool mbarrier_try_wait(std::uint64_t* bar, std::uint64_t token) {
   const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   MBar& b = mbar(bar, "mbarrier.try_wait");
+  profile::sync(__builtin_return_address(0), profile::Sync::mbarrier_wait);
   wait_until(
       [&b, token] {
         settle(b);
@@ -332,6 +339,7 @@ void tma_load(void* dst, const void* tensor_map, const std::int32_t* coords, int
   // The box's bytes hold poison until the load lands.
   const std::uint32_t bytes = static_cast<std::uint32_t>(map->box_bytes());
   shared_window().check(a, bytes, "cp.async.bulk.tensor (destination box)");
+  profile::tma(false, bytes);
   {
     const sanitize::Visible load;  // the load may write from now on
     std::memset(shared_window().base + a, kPoison, bytes);
@@ -343,6 +351,7 @@ void tma_load(void* dst, const void* tensor_map, const std::int32_t* coords, int
 
 void tma_store(const void* tensor_map, const std::int32_t* coords, int rank, const void* src) {
   const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
+  profile::tma(true, static_cast<std::uint32_t>(model::decode(tensor_map).box_bytes()));
   thread_extra().stores.push_back(
       {tma_tile(tensor_map, coords, rank, src, "cp.async.bulk.tensor (source)", nullptr), -1});
 }

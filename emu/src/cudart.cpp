@@ -16,6 +16,7 @@
 
 #include "fsemu/launch.hpp"
 #include "fsemu/model/tma.hpp"
+#include "profile.hpp"
 
 namespace {
 
@@ -56,7 +57,9 @@ cudaError_t launch(const void* kernel, dim3 grid, dim3 block, std::size_t smem, 
   c.grid = grid;
   c.block = block;
   c.dynamic_smem = smem;
+  profile::launch_begin(kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem);
   g_failure = run_grid(c, body);
+  profile::launch_end(g_failure.empty());
   if (!g_failure.empty()) return set(cudaErrorLaunchFailure);
   return cudaSuccess;
 }
@@ -162,6 +165,7 @@ cudaError_t cudaMalloc(void** p, std::size_t bytes) {
   // say — computes NaN instead of quietly reading the zeros a fresh host page would give.
   std::memset(q, 0xFF, bytes);
   g_allocations[q] = bytes;
+  fsemu::profile::note_allocation(q, bytes);
   g_allocated += bytes;
   *p = q;
   return cudaSuccess;
@@ -172,6 +176,7 @@ cudaError_t cudaFree(void* p) {
   if (it == g_allocations.end()) return set(cudaErrorInvalidValue);
   g_allocated -= it->second;
   g_allocations.erase(it);
+  fsemu::profile::note_free(p);
   std::free(p);
   return cudaSuccess;
 }

@@ -12,6 +12,7 @@
 #include "fsemu/model/tensor_core.hpp"
 #include "fsemu/ptx.hpp"
 #include "fsemu/wmma.hpp"
+#include "profile.hpp"
 #include "state.hpp"
 
 namespace fsemu {
@@ -46,6 +47,7 @@ std::uint64_t shuffle(ShuffleMode mode, std::uint32_t mask, std::uint64_t value,
   } mine{value, operand, width, 0};
   const char* what = shuffle_name(mode);
   collective(Scope::warp, mask, what, mine, [&](Arg* const* a) {
+    profile::warp_op(profile::Op::shfl);
     for (int l = 0; l < 32; ++l) {
       if (!a[l]) continue;
       const int w = a[l]->width;
@@ -87,6 +89,7 @@ std::uint32_t vote(VoteMode mode, std::uint32_t mask, bool predicate) {
                      : mode == VoteMode::any  ? "__any_sync"
                                               : "__all_sync";
   collective(Scope::warp, mask, what, mine, [&](Arg* const* a) {
+    profile::warp_op(profile::Op::vote);
     std::uint32_t ballot = 0;
     for (int l = 0; l < 32; ++l)
       if (a[l] && a[l]->p) ballot |= 1u << l;
@@ -101,7 +104,8 @@ std::uint32_t vote(VoteMode mode, std::uint32_t mask, bool predicate) {
 
 void syncwarp(std::uint32_t mask) {
   int mine = 0;
-  collective(Scope::warp, mask, "__syncwarp", mine, [](int* const*) {});
+  collective(Scope::warp, mask, "__syncwarp", mine,
+             [](int* const*) { profile::warp_op(profile::Op::syncwarp); });
 }
 
 long long clock_cycles() {
@@ -170,6 +174,7 @@ void load(Use use, Type type, bool col_major, void* x, const void* p, unsigned l
   collective(Scope::warp, kFull, "wmma::load_matrix_sync", mine, [&](MoveArg* const* a) {
     check_move(a, "wmma::load_matrix_sync");
     const int eb = elem_bytes(type);
+    profile::wmma_move(false, p, ldm, eb, col_major);
     for (int l = 0; l < 32; ++l)
       for (int i = 0; i < kPerLane; ++i)
         std::memcpy(static_cast<std::uint8_t*>(a[l]->x) + i * eb,
@@ -182,6 +187,7 @@ void store(Type type, bool col_major, const void* x, void* p, unsigned ldm) {
   collective(Scope::warp, kFull, "wmma::store_matrix_sync", mine, [&](MoveArg* const* a) {
     check_move(a, "wmma::store_matrix_sync");
     const int eb = elem_bytes(type);
+    profile::wmma_move(true, p, ldm, eb, col_major);
     for (int l = 0; l < 32; ++l)
       for (int i = 0; i < kPerLane; ++i)
         std::memcpy(static_cast<std::uint8_t*>(p) + offset_of(*a[l], l * kPerLane + i),
@@ -196,6 +202,7 @@ void mma(Type ab, const void* a, const void* b, const float* c, float* d) {
     float* d;
   } mine{a, b, c, d};
   collective(Scope::warp, kFull, "wmma::mma_sync", mine, [&](Arg* const* args) {
+    profile::warp_op(profile::Op::wmma_mma);
     const int eb = elem_bytes(ab);
     float A[16][16], B[16][16], D[16][16];
     for (int l = 0; l < 32; ++l)
@@ -240,6 +247,7 @@ void ldmatrix(int count, bool trans, std::uint32_t* r, std::uint32_t addr) {
       addrs[l] = a[l]->addr;
     }
     model::ldmatrix(shared_window(), count, trans, addrs, out);
+    profile::ldmatrix(count, addrs);
     for (int l = 0; l < 32; ++l)
       for (int m = 0; m < count; ++m)
         a[l]->r[m] = out[l][m];
@@ -253,6 +261,7 @@ void mma_m16n8k16(bool bf16, float* acc, const std::uint32_t* a, const std::uint
   } mine{acc, a, b};
   collective(Scope::warp, kFull, bf16 ? "mma.sync.m16n8k16.bf16" : "mma.sync.m16n8k16.f16", mine,
              [&](Arg* const* args) {
+               profile::warp_op(profile::Op::mma_m16n8k16);
                std::uint32_t A[32][4], B[32][2];
                float C[32][4];
                for (int l = 0; l < 32; ++l) {
@@ -326,6 +335,7 @@ void wgmma(bool bf16, int n, float* d, std::uint64_t desc_a, const std::uint32_t
         fault("wgmma.mma_async: thread " + std::to_string(t) +
               " of the warpgroup passes different descriptors, shape, type or scale-d than "
               "thread 0 (they must agree)");
+    profile::wgmma(n, a_regs == nullptr);
     // Shared-memory operands are read through the async proxy.
     const model::WgmmaDesc db = model::decode_wgmma_desc(desc_b);
     for (int nn = 0; nn < n; ++nn)

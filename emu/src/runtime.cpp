@@ -16,6 +16,7 @@
 #include <sstream>
 #include <vector>
 
+#include "profile.hpp"
 #include "sanitize.hpp"
 #if defined(FSEMU_ASAN)
 #include <sanitizer/asan_interface.h>
@@ -236,6 +237,9 @@ bool barrier_complete(const Block& b, const NamedBarrier& bar, bool all_threads)
 const ThreadInfo& self() {
   return current().info;
 }
+bool in_thread() {
+  return g_block && g_block->current;
+}
 
 model::SharedWindow& shared_window() {
   return block().window;
@@ -294,11 +298,14 @@ void wait_for_change(const std::uint64_t* word, std::uint64_t value,
 }
 }  // namespace
 
-void fault(const std::string& message) {
+void report_fault(const std::string& message) {
   Block& b = block();
   if (b.failure.empty()) {
     b.failure = b.current ? where(*b.current) + ": " + message : message;
   }
+}
+void fault(const std::string& message) {
+  report_fault(message);
   throw LaunchAborted{};
 }
 
@@ -311,6 +318,8 @@ void bar_sync(int id, int count, const char* what) {
   if (!all && (count % 32 != 0 || count > n))
     fault(std::string(what) + ": thread count " + std::to_string(count) +
           " is not a multiple of 32 no larger than the block (" + std::to_string(n) + ")");
+  profile::sync(__builtin_return_address(0),
+                all ? profile::Sync::bar_sync : profile::Sync::bar_named_sync);
   NamedBarrier& bar = b.bars[id];
   const int expected = all ? n : count;
   if (bar.arrived > 0 && bar.expected != expected)
@@ -326,6 +335,7 @@ void bar_sync(int id, int count, const char* what) {
     bar.arrived = 0;
     ++bar.generation;
     sanitize::acquire(sync);
+    if (all) profile::block_converged();
     return;
   }
   // (Barrier 0 completes also when its last missing threads exit: see the thread's exit.)
@@ -346,6 +356,7 @@ void bar_arrive(int id, int count, const char* what) {
           ": bar.arrive needs a barrier id in 1..15 and a thread count that is a "
           "multiple of 32 (got id " +
           std::to_string(id) + ", count " + std::to_string(count) + ")");
+  profile::sync(__builtin_return_address(0), profile::Sync::bar_arrive);
   NamedBarrier& bar = b.bars[id];
   if (bar.arrived > 0 && bar.expected != count)
     fault(std::string(what) + ": barrier " + std::to_string(id) + " used with " +
@@ -398,7 +409,8 @@ void collective(Scope scope, std::uint32_t mask, const char* what, void* my_args
     sanitize::acquire(sync);
     if (warp) {
       fn(c.args);  // WMMA's loads and stores are the warp's accesses
-    } else {       // wgmma (which marks its operand reads itself: async.cpp) and setmaxnreg
+      if (mask == 0xffffffffu) profile::warp_converged(group);
+    } else {  // wgmma (which marks its operand reads itself: async.cpp) and setmaxnreg
       const sanitize::IgnoreAccesses bookkeeping;
       fn(c.args);
     }
@@ -758,8 +770,11 @@ std::string run_grid(const LaunchConfig& config, const std::function<void()>& bo
     b.window.size = static_cast<std::uint32_t>(window);
     std::memset(b.window.base, 0xFF, b.window.size);
     b.dynamic_offset = kDynamicSmemOffset;
+    if (!profile::run_block(id, nblocks)) continue;
     poison_window(b);
+    profile::block_begin(static_cast<int>(nthreads));
     const bool ok = run_block(b, body, rng);
+    profile::block_end();
     unpoison_window(b);
     if (!ok) {
       failure = b.failure;

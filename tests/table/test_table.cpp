@@ -457,7 +457,10 @@ TEST_CASE("the metric set file lists the project's fixed metrics", "[ncu]") {
   for (const MetricSpec& m : metrics) {
     names.push_back(m.name);
     CHECK_FALSE(m.label.empty());
-    CHECK(m.optional == (m.name.find("gmma") != std::string::npos));  // only the Hopper pipe
+    // Optional: the Hopper pipe, and the executed-instruction counts (issue 22, item 5).
+    CHECK(m.optional == (m.name.find("gmma") != std::string::npos ||
+                         m.name.find("inst_executed_op_") != std::string::npos ||
+                         m.name == "sm__inst_executed_pipe_tensor_op_hmma.sum"));
   }
   std::vector<std::string> expected = {
       "gpu__time_duration.sum",
@@ -474,7 +477,14 @@ TEST_CASE("the metric set file lists the project's fixed metrics", "[ncu]") {
       "launch__registers_per_thread",
       "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum",
       "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
-      "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"};
+      "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+      "sm__inst_executed_pipe_tensor_op_hmma.sum",
+      "smsp__inst_executed_op_ldsm.sum",
+      "smsp__inst_executed_op_ldgsts.sum",
+      "sm__sass_inst_executed_op_shared_ld.sum",
+      "sm__sass_inst_executed_op_shared_st.sum",
+      "sm__sass_inst_executed_op_global_ld.sum",
+      "sm__sass_inst_executed_op_global_st.sum"};
   for (const char* r : {"long_scoreboard", "short_scoreboard", "barrier", "mio_throttle",
                         "math_pipe_throttle", "wait", "not_selected", "lg_throttle"}) {
     expected.push_back(std::string("smsp__average_warps_issue_stalled_") + r +
@@ -525,10 +535,11 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
   const BookResult r = write_book(kFixtures / "no_such_run", out.path, build_stages());
   CHECK_THAT(r.missing_reason, ContainsSubstring("does not exist"));
   const auto& written = r.written;
-  std::vector<std::string> expected = {"table_all.md",    "provenance.md",   "plot_stages.dat",
-                                       "plot_stages.svg", "plot_seqlen.dat", "plot_seqlen.svg"};
+  std::vector<std::string> expected = {"table_all.md",    "provenance.md",   "emu_compare.md",
+                                       "plot_stages.dat", "plot_stages.svg", "plot_seqlen.dat",
+                                       "plot_seqlen.svg"};
   for (const std::string& s : build_stages().names()) {
-    for (const char* kind : {"table_", "ncu_", "ncu_diff_", "verdict_"}) {
+    for (const char* kind : {"table_", "ncu_", "ncu_diff_", "verdict_", "emu_"}) {
       expected.push_back(kind + std::string(s) + ".md");
     }
   }

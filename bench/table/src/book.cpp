@@ -459,6 +459,34 @@ void write_plots(const RunData& run, Writer& w) {
 
 }  // namespace
 
+// The emulator's counts against the run's profiles (emulated.cpp), with bench/emu-bands.txt: of
+// every stage, or of one.
+static std::string emu_compare_page(const RunData& run, const std::vector<std::string>& stages,
+                                    const std::vector<MetricSpec>& metrics) {
+  if (run.empty()) return no_measurement(plain("the emulated counts against a profile"));
+  // A stage the GPU run did not profile: its emulated counts alone, marked as such.
+  if (const fs::path emu = run.dir / kEmulatedDir / ("emu_" + stages.front() + ".csv");
+      stages.size() == 1 && fs::exists(emu) &&
+      !fs::exists(run.dir / ("ncu_" + stages.front() + ".csv"))) {
+    Table t = ncu_table(load_ncu_csv(emu), metrics);
+    t.caption = plain("Emulated counts of ") + code(stages.front()) +
+                plain(
+                    " (no GPU profile of this stage in this run): the CPU emulator, not a "
+                    "measurement");
+    return md(t) + '\n';
+  }
+  const EmuComparison c = emu_comparison(run.dir, run.dir / kEmulatedDir, stages,
+                                         load_emu_bands(FS_TABLE_BENCH_DIR "/emu-bands.txt"));
+  if (c.table.rows.empty())
+    return md(plain("This run has no emulated counts (") + code("emu_<stage>.csv") + plain("); ") +
+              code("bench/emu-profile.sh") + plain(" writes them.")) +
+           "\n";
+  std::string out = md(run_caption(run)) + "\n\n" + md(c.table) + '\n';
+  for (const std::string& f : c.failures)
+    out += md(plain("Not within its band: " + f)) + "\n";
+  return out;
+}
+
 BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const StageList& stages) {
   const auto metrics = load_metric_set(FS_TABLE_BENCH_DIR "/ncu-metrics.txt");
   const RunData run = load_run(run_dir, stages);
@@ -511,6 +539,9 @@ BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const St
               md(run_caption(run)) + "\n\n" + md(verdict_table(run, stage, predictions)));
     }
   }
+  w.write("emu_compare.md", emu_compare_page(run, run.stages.names(), metrics));
+  for (const std::string& stage : run.stages.names())
+    w.write("emu_" + stage + ".md", emu_compare_page(run, {stage}, metrics));
   write_plots(run, w);
   return {w.written, run.missing_reason, run.warnings};
 }

@@ -36,8 +36,8 @@ std::optional<std::string> check_measure(const std::string& m, MeasureSpec* spec
     const char* name;
     std::size_t args;
   };
-  const Kind kinds[] = {
-      {"tflops", 1}, {"pct_peak", 1}, {"speedup", 2}, {"ncu", 1}, {"ncu_ratio", 2}};
+  const Kind kinds[] = {{"tflops", 1}, {"pct_peak", 1},  {"speedup", 2},
+                        {"ncu", 1},    {"ncu_ratio", 2}, {"emu", 1}};
   for (const Kind& k : kinds) {
     if (spec->kind != k.name) continue;
     if (spec->args.size() != k.args) {
@@ -54,19 +54,35 @@ std::optional<std::string> check_measure(const std::string& m, MeasureSpec* spec
     }
     return std::nullopt;
   }
-  return "'" + m + "': unknown measure (tflops, pct_peak, speedup, ncu, ncu_ratio)";
+  return "'" + m + "': unknown measure (tflops, pct_peak, speedup, ncu, ncu_ratio, emu)";
 }
 
 Measured missing(std::string why) {
   return {std::nullopt, "", std::move(why)};
 }
 
-Measured ncu_value(const RunData& run, const std::string& stage, const std::string& metric) {
-  const fs::path csv = run.dir / ("ncu_" + stage + ".csv");
+// The emulator's count of a metric at the profile's shape (emu_<stage>.csv), marked emulated.
+Measured emu_value(const RunData& run, const std::string& stage, const std::string& metric) {
+  const fs::path csv = run.dir / kEmulatedDir / ("emu_" + stage + ".csv");
   if (!fs::exists(csv)) return missing("no " + csv.filename().string());
   const MetricValue v = stage_value(profiled_pass(load_ncu_csv(csv)), metric);
   if (!v.value) return missing(metric + " not in " + csv.filename().string());
-  return {v.value, v.unit, ""};
+  return {v.value, v.unit, "", true};
+}
+
+// The profile's value; without one, the emulated count where there is one.
+Measured ncu_value(const RunData& run, const std::string& stage, const std::string& metric) {
+  const fs::path csv = run.dir / ("ncu_" + stage + ".csv");
+  Measured m;
+  if (!fs::exists(csv)) {
+    m = missing("no " + csv.filename().string());
+  } else if (const MetricValue v = stage_value(profiled_pass(load_ncu_csv(csv)), metric); v.value) {
+    return {v.value, v.unit, ""};
+  } else {
+    m = missing(metric + " not in " + csv.filename().string());
+  }
+  const Measured e = emu_value(run, stage, metric);
+  return e.value ? e : m;
 }
 
 }  // namespace
@@ -117,13 +133,14 @@ Measured measure(const RunData& run, const std::string& stage, const std::string
   MeasureSpec spec;
   if (const auto err = check_measure(m, &spec)) throw InputError(*err);
   if (spec.kind == "ncu") return ncu_value(run, stage, spec.args[0]);
+  if (spec.kind == "emu") return emu_value(run, stage, spec.args[0]);
   if (spec.kind == "ncu_ratio") {
     const Measured a = ncu_value(run, stage, spec.args[1]);
     const Measured b = ncu_value(run, spec.args[0], spec.args[1]);
     if (!a.value) return a;
     if (!b.value) return b;
     if (*b.value == 0) return missing(spec.args[0] + "'s " + spec.args[1] + " is 0");
-    return {*a.value / *b.value, "x", ""};
+    return {*a.value / *b.value, "x", "", a.emulated || b.emulated};
   }
   const Problem shape = *parse_problem_name(spec.args.back());
   const TimeLookup t = lookup_time(run, stage, shape);
@@ -163,9 +180,11 @@ Table verdict_table(const RunData& run, const std::string& stage,
       return m.unit == "x" ? fmt_ratio(x) : format_metric({x, m.unit});
     };
     const std::string range = p.low == p.high ? num(p.low) : num(p.low) + " to " + num(p.high);
+    const std::string mark = m.emulated ? " (emulated count)" : "";
     t.notes.push_back(plain("measure: ") + code(p.measure));
     t.rows.push_back({plain(p.claim + " (" + std::to_string(t.notes.size()) + ")"), plain(range),
-                      plain(m.value ? num(*m.value) : "-"), plain(verdict_text(p, m))});
+                      plain(m.value ? num(*m.value) + mark : "-"),
+                      plain(verdict_text(p, m) + (m.value ? mark : ""))});
   }
   return t;
 }

@@ -1,7 +1,8 @@
 // flashsteps/runner.hpp — the command line every stage binary (stage00, stage01, ...) shares.
 //
 //   stageNN --batch 4 --heads 16 --seq 2048 [--seq-kv N] --dim 64 [--causal] [--dtype bf16]
-//           [--iters N] [--seed S] [--emulate [--layout]]
+//           [--iters N] [--seed S] [--emulate [--layout | --profile [--profile-csv F]
+//           [--profile-blocks N]]]
 //
 // prints the GPU, the shape, the check against the CPU reference, the latency with the L2
 // flushed, TFLOP/s and % of a tensor-core peak measured on this GPU, and each kernel's resources.
@@ -18,6 +19,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <optional>
+#include <string>
 
 #include "flashsteps/problem.hpp"
 #include "flashsteps/stage.hpp"
@@ -42,6 +44,12 @@ struct RunnerOptions {
   bool measure_peak = true;
   bool emulate = false;  ///< --emulate: run on the CPU emulator (implied by the emulated build)
   bool layout = false;   ///< --layout: print fragment layouts (emulated build only)
+  /// --profile (with --emulate): count instructions, shared wavefronts and global sectors per
+  /// kernel (emu/include/fsemu/profile.hpp); --profile-csv writes them as Nsight Compute's CSV;
+  /// --profile-blocks N emulates N evenly spaced blocks of each launch and scales.
+  bool profile = false;
+  std::string profile_csv;
+  std::uint64_t profile_blocks = 0;
 };
 
 /// Parses flags into `opts`. Returns nullopt to go on, or the exit code to return now

@@ -39,6 +39,8 @@ struct ThreadInfo {
   int lane;    // linear % 32
 };
 const ThreadInfo& self();
+/// Whether the caller runs as a thread of a launch (self() and shared_window() are valid).
+bool in_thread();
 
 /// The running block's shared memory: the window the instruction models address, and the start
 /// of the dynamic shared memory in it: at shared address max(128, the alignment the kernel
@@ -58,6 +60,10 @@ void wait_until(const std::function<bool()>& ready, const std::function<std::str
 
 /// Ends the launch with a failure naming the calling thread, its block and `message`.
 [[noreturn]] void fault(const std::string& message);
+/// The same failure, recorded without unwinding, for callers that must not throw (the access
+/// observers, called from hooks the compiler declares nothrow): the launch ends when the thread
+/// next waits or exits. The first failure of a block is the one reported.
+void report_fault(const std::string& message);
 
 /// bar.sync / bar.arrive on barrier `id` (0..15) for `count` threads (a multiple of 32);
 /// count <= 0 means every thread of the block (__syncthreads: threads that have exited count as

@@ -15,6 +15,7 @@
 
 #include "flashsteps/cuda/launch.cuh"
 #include "flashsteps/cuda/ptx.cuh"
+#include "fsemu/access.hpp"
 
 using Catch::Matchers::ContainsSubstring;
 
@@ -92,6 +93,17 @@ __global__ void cp_async_kernel(const float* in, float* out) {
   for (int e = 0; e < 4; ++e)
     out[4 * t + e] = s[4 * t + e];
   if constexpr (!kWait) cuda::pipeline_consumer_wait_prior<0>(pipe);
+}
+
+// Each thread stores into shared memory and loads its neighbour's element: 64 stores, 64 loads.
+constexpr int kAccessStoreLine = __LINE__ + 5;  // the line of the shared store below
+__global__ void access_kernel(int* out) {
+  FS_DYNAMIC_SHARED(int, s);
+  const int t = static_cast<int>(threadIdx.x);
+  __syncthreads();
+  s[t] = 3 * t;
+  __syncthreads();
+  out[t] = s[(t + 1) % blockDim.x];
 }
 
 __global__ void order_kernel(int* out, int* counter) {
@@ -199,4 +211,39 @@ TEST_CASE("runtime: blocks run in a drawn order, not the launch order") {
   for (int b = 0; b < 64; ++b)
     in_order += out[b] == b ? 1 : 0;
   CHECK(in_order < 64);
+}
+
+TEST_CASE("runtime: the kernels' loads and stores reach the access observers, with their line") {
+  REQUIRE(fsemu::access::instrumented());  // compiled with FSEMU_ACCESS_HOOK_FLAGS
+  struct Seen {
+    int shared_reads = 0, shared_writes = 0, other_writes = 0;
+    const void* store_pc = nullptr;
+  } seen;
+  const int handle = fsemu::access::attach(
+      [](void* ctx, const fsemu::access::Access& a) {
+        if (!fsemu::in_thread()) return;  // the host code around the launch
+        auto& s = *static_cast<Seen*>(ctx);
+        const fsemu::model::SharedWindow& w = fsemu::shared_window();
+        const auto* p = static_cast<const std::uint8_t*>(a.addr);
+        const bool shared = p >= w.base && p < w.base + w.size;
+        if (shared && a.size == 4 && !a.atomic) {
+          (a.write ? s.shared_writes : s.shared_reads) += 1;
+          if (a.write) s.store_pc = a.pc;
+        } else if (!shared && a.write) {
+          ++s.other_writes;
+        }
+      },
+      &seen);
+  std::vector<int> out(64, -1);
+  const std::string failure = launch(access_kernel, 1, 64, 64 * sizeof(int), out.data());
+  fsemu::access::detach(handle);
+  REQUIRE(failure.empty());
+  CHECK(seen.shared_writes == 64);
+  CHECK(seen.shared_reads == 64);
+  CHECK(seen.other_writes >= 64);  // out[t], at least
+  for (int t = 0; t < 64; ++t)
+    CHECK(out[t] == 3 * ((t + 1) % 64));
+  CHECK_THAT(fsemu::access::describe_pc(seen.store_pc),
+             ContainsSubstring("access_kernel") &&
+                 ContainsSubstring("runtime_test.cu:" + std::to_string(kAccessStoreLine)));
 }

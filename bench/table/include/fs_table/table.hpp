@@ -372,6 +372,11 @@ Table ncu_diff_table(const NcuProfile& before, const NcuProfile& after,
 //   ncu:<metric>                  a metric of the stage's profile (ncu_<stage>.csv), reduced over
 //                                 its kernels as the Nsight Compute tables reduce it
 //   ncu_ratio:<backend>:<metric>  the stage's value of a metric over another stage's
+//   emu:<metric>                  the emulator's count of a metric at the profile's shape
+//                                 (emulated/emu_<stage>.csv, bench/emu-profile.sh): evidence for a
+//                                 counting prediction without a GPU, marked "emulated"
+// An ncu: measure whose stage has no profile, or whose profile lacks the metric, takes the
+// emulated count instead when emu_<stage>.csv has it, marked the same way.
 // low, high: the predicted range, inclusive (equal for a point prediction); claim: the header's
 // words, quoted when they hold a comma.
 //
@@ -392,8 +397,9 @@ std::vector<Prediction> load_predictions(const std::filesystem::path& file);
 /// What one measure came to in a run: a value with its unit, or why there is none.
 struct Measured {
   std::optional<double> value;
-  std::string unit;    ///< "TFLOP/s", "x", "%", or the metric's unit
-  std::string reason;  ///< when there is no value
+  std::string unit;       ///< "TFLOP/s", "x", "%", or the metric's unit
+  std::string reason;     ///< when there is no value
+  bool emulated = false;  ///< the value is the emulator's count (emu_<stage>.csv), not measured
 };
 Measured measure(const RunData& run, const std::string& stage, const std::string& measure);
 
@@ -449,6 +455,41 @@ std::string status_block(const RunData& run, const std::filesystem::path& chapte
 /// markers are missing or out of order.
 std::string replace_status_block(const std::string& readme, const std::string& block);
 
+// ---- emulated counts ----------------------------------------------------------------------------
+// The emulator's counts at a profile's shape (emu_<stage>.csv, written by bench/emu-profile.sh in
+// Nsight Compute's CSV layout) against the profile (ncu_<stage>.csv), kernel by kernel (the
+// profiled passes in order; their base names must agree), for the metrics both hold of
+// emu_compared_metrics(). Each ratio emulated / measured must lie in its band:
+//
+// bench/emu-bands.txt, one band per line (blank lines and # comments skipped):
+//
+//   <stage|*> <kernel base name|*> <metric> <low> <high>  # <why this band>
+//
+// the most specific line (stage and kernel named, then stage, then neither) applies.
+
+/// Where a run folder keeps the emulated counts at its profiles' shapes (emu_<stage>.csv), added
+/// after the GPU run by bench/emu-profile.sh: <run>/emulated/.
+inline constexpr const char* kEmulatedDir = "emulated";
+
+struct EmuBand {
+  std::string stage, kernel, metric;
+  double low = 0, high = 0;
+  std::string reason;
+};
+const std::vector<std::string>& emu_compared_metrics();
+std::vector<EmuBand> parse_emu_bands(std::istream& in, const std::string& source);
+std::vector<EmuBand> load_emu_bands(const std::filesystem::path& file);
+const EmuBand* find_emu_band(const std::vector<EmuBand>& bands, const std::string& stage,
+                             const std::string& kernel, const std::string& metric);
+struct EmuComparison {
+  Table table;
+  std::vector<std::string> failures;  ///< a ratio outside its band, a missing band or file
+};
+EmuComparison emu_comparison(const std::filesystem::path& run_dir,
+                             const std::filesystem::path& emu_dir,
+                             const std::vector<std::string>& stages,
+                             const std::vector<EmuBand>& bands);
+
 // ---- book ---------------------------------------------------------------------------------------
 // Every generated fragment the book includes, from one run folder.
 //
@@ -458,6 +499,8 @@ std::string replace_status_block(const std::string& readme, const std::string& b
 //   ncu_<stage>.md          the fixed Nsight Compute metric set of one stage
 //   ncu_diff_<stage>.md     a stage against its parent stage, metric by metric
 //   verdict_<stage>.md      the stage's predictions against the run (the verdict section)
+//   emu_compare.md          the emulator's counts against the run's profiles (emu_comparison)
+//   emu_<stage>.md          the same, of one stage (its chapter's Evidence)
 //   plot_stages.dat/.svg    TFLOP/s of every backend at each sweep shape (bench/plots/*.gp)
 //   plot_seqlen.dat/.svg    TFLOP/s against S for the last three stages and the baselines
 //

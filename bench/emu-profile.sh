@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# bench/emu-profile.sh — the emulator's counts at the shapes of a run's Nsight Compute profiles:
+# for every ncu_<stage>.csv a run committed, runs that stage's emulated runner with the same
+# runner arguments (from ncu_<stage>.provenance.txt) and --profile, and writes emu_<stage>.csv
+# in the same CSV layout (marked emulated), with emu_<stage>.provenance.txt beside it.
+#
+#   bench/emu-profile.sh [--blocks N] <emulated-runner-dir> <run-dir> <out-dir>
+#
+#   e.g. bench/emu-profile.sh build/cpu/stages/emulated book/data/h100-80gb-hbm3/<run> \
+#            book/data/h100-80gb-hbm3/<run>/emulated     (where fs_table looks for them)
+#
+# --blocks N (default 4): each launch emulates N of its blocks, evenly spaced in linear block
+# order, and every count is scaled by blocks / N (fsemu/profile.hpp). That is exact when every
+# block does the same work, as at the profiles' shapes (no causal mask, every tile full); the
+# provenance file records N and each launch's scale. `fs_table emu-compare` compares the result
+# with the profiles.
+# Exit codes: 0 ok, 1 a runner failed, 2 bad arguments.
+set -euo pipefail
+
+die() { echo "emu-profile.sh: $*" >&2; exit 1; }
+usage_error() {
+  echo "emu-profile.sh: $*" >&2
+  echo "usage: bench/emu-profile.sh [--blocks N] <emulated-runner-dir> <run-dir> <out-dir>" >&2
+  exit 2
+}
+
+blocks=4
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --blocks)
+      [[ $# -ge 2 && $2 =~ ^[0-9]+$ ]] || usage_error "--blocks needs a number"
+      blocks=$2
+      shift 2
+      ;;
+    -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -*) usage_error "unknown option $1" ;;
+    *) break ;;
+  esac
+done
+[[ $# -eq 3 ]] || usage_error "expected <emulated-runner-dir> <run-dir> <out-dir>"
+runners=$1
+run=$2
+out=$3
+[[ -d $run ]] || usage_error "$run is not a folder"
+mkdir -p "$out"
+
+shopt -s nullglob
+found=0
+for prov in "$run"/ncu_*.provenance.txt; do
+  name=$(basename "$prov" .provenance.txt)
+  stage=${name#ncu_}
+  binary=$(sed -n 's/^stage_binary: //p' "$prov")
+  args=$(sed -n 's/^runner_args: //p' "$prov")
+  [[ -n $binary && -n $args ]] || die "$prov lacks stage_binary or runner_args"
+  runner="$runners/$(basename "$binary")"
+  [[ -x $runner ]] || die "$runner is not an executable (build the emulated runners first)"
+  read -r -a words <<<"$args"
+  csv="$out/emu_$stage.csv"
+  start=$(date +%s.%N)
+  if ! log=$("$runner" "${words[@]}" --profile --profile-blocks "$blocks" --profile-csv "$csv" 2>&1)
+  then
+    echo "$log" >&2
+    die "$runner failed"
+  fi
+  end=$(date +%s.%N)
+  {
+    echo "# emulated counts, written by bench/emu-profile.sh (not a GPU measurement)"
+    echo "csv: $(basename "$csv")"
+    echo "compares_with: $name.csv"
+    echo "git_commit: $(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+    echo "runner: $(basename "$runner") (emulated build)"
+    echo "runner_args: $args --profile --profile-blocks $blocks"
+    echo "blocks_per_launch: $blocks (evenly spaced; counts scaled by blocks / $blocks)"
+    echo "wall_seconds: $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')"
+    grep -E '^profile  kernel|blocks emulated' <<<"$log" | sed 's/^ *//; s/^/launch: /'
+  } >"$out/emu_$stage.provenance.txt"
+  echo "$csv"
+  found=$((found + 1))
+done
+[[ $found -gt 0 ]] || die "$run holds no ncu_*.provenance.txt"

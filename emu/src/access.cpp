@@ -1,0 +1,117 @@
+// emu/src/access.cpp — the observers of fsemu/access.hpp, and naming the code that made an access.
+#include "fsemu/access.hpp"
+
+#include <dlfcn.h>
+#include <link.h>  // ElfW
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <vector>
+
+namespace fsemu::access {
+namespace detail {
+Observer g_observers[kMaxObservers] = {};
+int g_count = 0;
+bool g_instrumented = false;
+bool g_dispatching = false;
+}  // namespace detail
+
+int attach(Callback fn, void* context) {
+  if (detail::g_count == kMaxObservers) {
+    std::fprintf(stderr, "fsemu: more than %d access observers attached\n", kMaxObservers);
+    std::abort();
+  }
+  detail::g_observers[detail::g_count] = {fn, context};
+  return detail::g_count++;
+}
+
+void detach(int handle) {
+  // Handles are positions: detaching moves the observers after it down (handles are only held for
+  // a scope, detached in reverse order of attaching).
+  if (handle < 0 || handle >= detail::g_count) return;
+  for (int i = handle; i + 1 < detail::g_count; ++i)
+    detail::g_observers[i] = detail::g_observers[i + 1];
+  --detail::g_count;
+}
+
+bool instrumented() {
+  return detail::g_instrumented;
+}
+
+namespace {
+
+struct Frame {
+  std::string function, line;  // line: "file:line", or "" when unknown
+};
+
+// The name without its parameter list: cut at the first '(' outside template arguments and
+// lambda names that does not open "(anonymous namespace)".
+std::string without_parameters(std::string f) {
+  int depth = 0;
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    const char c = f[i];
+    if (c == '<' || c == '{') ++depth;
+    if (c == '>' || c == '}') --depth;
+    if (c == '(' && depth == 0 && i > 0 && f[i - 1] != ':') {
+      f.erase(i);
+      break;
+    }
+  }
+  return f;
+}
+
+// addr2line on the object holding `code`: the function and line there, then (-i) the functions
+// it is inlined into, innermost first.
+std::vector<Frame> frames(const void* code) {
+  Dl_info info{};
+  if (!code || !dladdr(code, &info) || !info.dli_fname) return {};
+  // addr2line takes an offset into a position-independent object, an absolute address into a
+  // fixed-position executable.
+  auto addr = reinterpret_cast<std::uintptr_t>(code);
+  const auto* ehdr = static_cast<const ElfW(Ehdr)*>(info.dli_fbase);
+  if (ehdr && ehdr->e_type == ET_DYN) addr -= reinterpret_cast<std::uintptr_t>(info.dli_fbase);
+  std::ostringstream cmd;
+  cmd << "addr2line -C -f -i -e '" << info.dli_fname << "' 0x" << std::hex << addr
+      << " 2>/dev/null";
+  std::vector<Frame> out;
+  if (FILE* p = popen(cmd.str().c_str(), "r")) {
+    char f[8192], l[4096];
+    while (std::fgets(f, sizeof f, p) && std::fgets(l, sizeof l, p)) {
+      Frame fr{f, l};
+      for (std::string* s : {&fr.function, &fr.line})
+        while (!s->empty() && (s->back() == '\n' || s->back() == '\r'))
+          s->pop_back();
+      if (const auto disc = fr.line.find(" (discriminator"); disc != std::string::npos)
+        fr.line.erase(disc);
+      if (fr.line.rfind("??", 0) == 0) fr.line.clear();
+      if (fr.function == "??") fr.function = info.dli_sname ? info.dli_sname : "";
+      out.push_back(fr);
+    }
+    pclose(p);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string describe_pc(const void* pc) {
+  if (!pc) return "an unknown code address";
+  // The call instruction is just before the return address.
+  const std::vector<Frame> fs = frames(static_cast<const char*>(pc) - 1);
+  if (fs.empty()) return "an unknown code address";
+  std::string s;
+  for (std::size_t i = 0; i < fs.size() && i < 3; ++i) {
+    if (i > 0) s += ", inlined into ";
+    s += without_parameters(fs[i].function);
+    s += fs[i].line.empty() ? " (no line information)" : " (" + fs[i].line + ")";
+  }
+  return s;
+}
+
+std::string function_name(const void* code) {
+  const std::vector<Frame> fs = frames(code);
+  return fs.empty() ? std::string() : without_parameters(fs.back().function);
+}
+
+}  // namespace fsemu::access

@@ -1,0 +1,97 @@
+// tests/table/test_emulated.cpp — the emulator's counts against a profile (fs_table/table.hpp,
+// emulated counts) and as a verdict's evidence, on tests/table/fixtures/run_emu (README.md there).
+#include <sstream>
+
+#include "flashsteps_catch.hpp"
+#include "fs_table/table.hpp"
+
+#include "build_stages.hpp"
+
+namespace {
+
+using namespace flashsteps::table;
+using Catch::Approx;
+using Catch::Matchers::ContainsSubstring;
+
+const std::filesystem::path kRun = std::filesystem::path(FS_TABLE_FIXTURES) / "run_emu";
+
+std::vector<EmuBand> bands(const std::string& text) {
+  std::istringstream in(text);
+  return parse_emu_bands(in, "bands.txt");
+}
+
+std::vector<std::string> cells(const Table& t, std::size_t r) {
+  std::vector<std::string> out;
+  for (const Text& c : t.rows[r])
+    out.push_back(render(c, Format::console));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("emu-bands.txt: the most specific band applies; a malformed line is refused",
+          "[emulated]") {
+  const auto b = bands(
+      "# comment\n"
+      "* * m 0.9 1.1  # any stage\n"
+      "03_online_softmax * m 0.5 2  # the stage\n"
+      "03_online_softmax k m 1 1  # the kernel\n");
+  REQUIRE(b.size() == 3);
+  CHECK(find_emu_band(b, "03_online_softmax", "k", "m")->reason == "the kernel");
+  CHECK(find_emu_band(b, "03_online_softmax", "other", "m")->reason == "the stage");
+  CHECK(find_emu_band(b, "04_cp_async", "k", "m")->reason == "any stage");
+  CHECK(find_emu_band(b, "04_cp_async", "k", "other") == nullptr);
+  CHECK_THROWS_WITH(bands("* * m 2 1  # low above high\n"), ContainsSubstring("bands.txt:1"));
+  CHECK_THROWS_WITH(bands("* * m 1 2\n"), ContainsSubstring("reason"));
+}
+
+TEST_CASE("emulated against measured: ratio per metric, and what leaves its band", "[emulated]") {
+  const auto b = bands(
+      "* * l1tex__data_pipe_lsu_wavefronts_mem_shared.sum 0.95 1.05  # within\n"
+      "* * lts__t_bytes.sum 0.5 1.4  # too narrow for 1.5\n");
+  const EmuComparison c = emu_comparison(kRun, kRun / kEmulatedDir, build_stages().names(), b);
+  // Stage 03 only (07 has no profile): three metrics, the kernels matched by base name.
+  REQUIRE(c.table.rows.size() == 3);
+  CHECK(cells(c.table, 0) ==
+        std::vector<std::string>{"03_online_softmax", "fused_attention_kernel",
+                                 "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum", "1000", "1020",
+                                 "1.020", "0.95 .. 1.05", "within (within)"});
+  CHECK(cells(c.table, 1)[5] == "both 0");
+  CHECK(cells(c.table, 1)[7] == "no band");
+  CHECK(cells(c.table, 2)[5] == "1.500");
+  CHECK(cells(c.table, 2)[7] == "OUTSIDE (too narrow for 1.5)");
+  REQUIRE(c.failures.size() == 2);
+  CHECK_THAT(c.failures[0], ContainsSubstring("no band"));
+  CHECK_THAT(c.failures[1], ContainsSubstring("ratio 1.500 outside 0.5 .. 1.4"));
+}
+
+TEST_CASE("an emulated count is evidence for a counting prediction, marked as such",
+          "[emulated][verdict]") {
+  const RunData run = load_run(kRun, build_stages());
+  // emu: reads the emulated count even where a profile has the metric.
+  const Measured e =
+      measure(run, "03_online_softmax", "emu:l1tex__data_pipe_lsu_wavefronts_mem_shared.sum");
+  REQUIRE(e.value);
+  CHECK(*e.value == 1020);
+  CHECK(e.emulated);
+  // ncu: takes the profile where there is one...
+  const Measured m =
+      measure(run, "03_online_softmax", "ncu:l1tex__data_pipe_lsu_wavefronts_mem_shared.sum");
+  REQUIRE(m.value);
+  CHECK(*m.value == 1000);
+  CHECK_FALSE(m.emulated);
+  // ...and the emulated count where the stage has no profile, marked in the verdict table.
+  Prediction p;
+  p.measure = "ncu:l1tex__data_pipe_lsu_wavefronts_mem_shared.sum";
+  p.low = 400;
+  p.high = 600;
+  p.claim = "about 500 wavefronts";
+  const Table t = verdict_table(run, "07_hopper", {p});
+  REQUIRE(t.rows.size() == 1);
+  CHECK(cells(t, 0)[3] == "500 (emulated count)");
+  CHECK(cells(t, 0)[4] == "as predicted (emulated count)");
+  // Neither a profile nor an emulation: the profile's absence is the reason.
+  const Measured none = measure(run, "06_registers", "ncu:lts__t_bytes.sum");
+  CHECK_FALSE(none.value);
+  CHECK_THAT(none.reason, ContainsSubstring("ncu_06_registers.csv"));
+}
