@@ -106,7 +106,7 @@ cuda=$(readlink -f "${CUDA_HOME:-/usr/local/cuda}")
 if ! command -v debootstrap >/dev/null; then
   say "installing debootstrap (it makes the Debian 13 root)"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap \
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends debootstrap \
     >/dev/null
 fi
 
