@@ -8,7 +8,7 @@
 #   OUT/lib/          the shared libraries a CUDA host may lack (Google Benchmark's), found with ldd;
 #                     not the driver, the CUDA runtime or cuBLAS, which come with the toolkit
 #   OUT/reports/      each stage's ptxas report and the SASS instructions it is about (cuobjdump)
-#   OUT/scripts/      profile.sh with its metric set, and the SDPA bench script
+#   OUT/scripts/      profile.sh with its metric set, sm-clock.sh, and the SDPA bench script
 #   OUT/stages.txt    the stages in order, baseline_cublas last; OUT/commit.txt the commit built
 #
 #   bench/bundle.sh [--arch LIST] [--build-dir DIR] OUT
@@ -73,7 +73,7 @@ ldd "$out"/bin/* 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' |
   done
 
 cp bench/run.sh "$out/run.sh"
-cp bench/profile.sh bench/ncu-metrics.txt bench/sdpa/sdpa_bench.py "$out/scripts/"
+cp bench/profile.sh bench/ncu-metrics.txt bench/sm-clock.sh bench/sdpa/sdpa_bench.py "$out/scripts/"
 commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD 2>/dev/null || commit="$commit-dirty"
 echo "$commit" >"$out/commit.txt"

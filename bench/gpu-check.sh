@@ -40,8 +40,12 @@ done
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   data=${FLASHSTEPS_BOOK_DATA:-book/data}
   fs_table=${FLASHSTEPS_FS_TABLE:-build/cpu/bench/fs_table}
-  next="Next: tests/run.sh builds every stage and runs the CPU tests on this machine; on a machine
-with an NVIDIA GPU (sm_80 or newer), bench/compare.sh times every stage and prints the table."
+  next="Next: without a GPU, --emulate runs the same kernels on the CPU emulator (fsemu) and checks
+them against the CPU reference (it times nothing): one stage with
+  cmake --preset cpu && cmake --build build/cpu --target stage07 && build/cpu/stages/stage07 --emulate
+and every stage's GPU suite on the emulator with tests/run.sh (or ctest --test-dir build/cpu -L emu).
+On a machine with an NVIDIA GPU (sm_80 or newer), bench/compare.sh times every stage and prints the
+table."
   how="nvidia-smi -L failed"
   command -v nvidia-smi >/dev/null || how="nvidia-smi is not installed"
   echo "gpu-check: no NVIDIA GPU or driver found ($how), so nothing can be timed here." >&2

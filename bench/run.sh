@@ -12,6 +12,9 @@
 #   peaks.json             the measured cuBLAS GEMM (fp16, bf16) and device-to-device copy peaks,
 #                          measured once per run folder
 #   bench_<stage>.json     Google Benchmark JSON at the canonical shapes, every stage and baseline
+#   sm_clock.csv           the SM clock and utilization sampled every 0.5 s while the peaks and
+#                          benches ran (scripts/sm-clock.sh); provenance.json's sm_clock_under_load
+#                          summarises the busy samples (median, p10, p90, min, max MHz)
 #   sdpa.json              PyTorch SDPA per backend (when this host's python3 has torch)
 #   ncu_<stage>.csv        Nsight Compute, the fixed metric set (ncu-metrics.txt)
 #   table.md               the comparison table of this run
@@ -174,6 +177,12 @@ if want runner; then
 fi
 
 # --- peaks (once per run folder), benches, SDPA ------------------------------------------------------
+# The SM clock under load: sampled in the background while the peaks and benches run.
+clock_pid=""
+if [[ ",$steps," == *",bench,"* ]]; then
+  "$root/scripts/sm-clock.sh" sample "$out/sm_clock.csv" &
+  clock_pid=$!
+fi
 if [[ ",$steps," == *",bench,"* || ",$steps," == *",sdpa,"* ]] && [[ ! -s "$out/peaks.json" ]]; then
   timeout "$(tmo)" "$bin/bench_peaks" --benchmark_out="$out/peaks.json" \
     --benchmark_out_format=json >/dev/null || { echo "run.sh: bench_peaks failed"; status=1; }
@@ -184,6 +193,10 @@ if want bench; then
       --benchmark_out="$out/bench_$n.json" --benchmark_out_format=json >/dev/null ||
       { echo "run.sh: bench_$n failed"; status=1; }
   done
+fi
+if [[ -n $clock_pid ]]; then
+  kill "$clock_pid" 2>/dev/null
+  wait "$clock_pid" 2>/dev/null
 fi
 if want sdpa; then
   timeout "$(tmo)" python3 "$root/scripts/sdpa_bench.py" --out "$out/sdpa.json" --dtypes "$dtypes" \
@@ -200,15 +213,19 @@ if want profile; then
 fi
 
 # --- provenance, table, archive, summary -------------------------------------------------------------
-python3 - "$out" "$commit" "$smi_csv" "$invocation" <<'PY' || status=1
+clock_json=$("$root/scripts/sm-clock.sh" summary "$out/sm_clock.csv" 2>/dev/null || echo null)
+python3 - "$out" "$commit" "$smi_csv" "$invocation" "$clock_json" <<'PY' || status=1
 import json, sys, datetime, os
-out, commit, smi, command = sys.argv[1:5]
+out, commit, smi, command, clock = sys.argv[1:6]
 prov = {}
 if os.path.exists(f"{out}/peaks.json"):
     ctx = json.load(open(f"{out}/peaks.json"))["context"]
     for k in ["gpu_name", "gpu_sm_count", "gpu_compute_capability", "driver_version",
               "runtime_version", "gpu_sm_clock_mhz", "gpu_mem_clock_mhz"]:
         prov[k] = ctx.get(k, "")
+# The clock the benches ran at (clocks.sm while busy), not the maximum the GPU reports; null
+# when no bench ran in this run folder.
+prov["sm_clock_under_load"] = json.loads(clock)
 prov.update(nvidia_smi=smi, git_commit=commit, command=command,
             date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
 json.dump(prov, open(f"{out}/provenance.json", "w"), indent=2)

@@ -141,6 +141,8 @@ function(_flashsteps_add_emulated_stage name runner dir)
   target_link_libraries(${runner}_emulated PRIVATE ${lib} fs_emu_runner)
   set_target_properties(${runner}_emulated PROPERTIES OUTPUT_NAME ${runner}
                         RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/stages/emulated")
+  # `${runner} --emulate` execs it: building the runner builds what its --emulate runs.
+  add_dependencies(${runner} ${runner}_emulated)
   add_executable(test_emu_${name} $<TARGET_OBJECTS:fs_emu_gpu_suite_obj>)
   target_link_libraries(test_emu_${name} PRIVATE ${lib} fs_emu_common flashsteps::catch2)
   set_target_properties(test_emu_${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/tests")

@@ -14,16 +14,18 @@
 # Inside the root it runs tests/install-deps.sh (the README's dependency step, unchanged), adds
 # python3 and gnuplot so the SDPA script's self-test and the plot tests run too, configures with
 # the host's nvcc, builds what the CPU tests run and runs `ctest -L cpu`. The targets are read
-# from the tests themselves (every binary a `cpu` test names, and test_cpu), so a new CPU test
-# needs no change here. The project cannot configure without a CUDA toolkit, and some CPU tests
+# from the tests themselves (tests/cpu-test-targets.cmake: every build file a `cpu` test names,
+# and every Catch2 suite whose tests appear once it is built), so a new CPU test needs no change
+# here. The project cannot configure without a CUDA toolkit, and some CPU tests
 # run stage binaries, so those stages are compiled (sm_80 only, and sm_90a for stage 07: no
 # kernel runs here). test_00_scalar is built as well: it compiles the shared GPU suite against
 # Catch2 3, though without a GPU it is not run.
 #
-# Needs: root (debootstrap, mount, chroot), network access to a Debian mirror, and a CUDA toolkit
-# at $CUDA_HOME (default /usr/local/cuda) on the host. debootstrap is installed with apt-get when
-# missing. The source tree is bound in read-only; the build lives inside ROOT.
-#   FLASHSTEPS_DEBIAN_MIRROR   the mirror (default http://deb.debian.org/debian)
+# Needs: root (debootstrap, mount, chroot), a Debian host whose apt reaches a Debian archive, and
+# a CUDA toolkit at $CUDA_HOME (default /usr/local/cuda) on the host. debootstrap is installed
+# with apt-get when missing. The source tree is bound in read-only; the build lives inside ROOT.
+#   FLASHSTEPS_DEBIAN_MIRROR   the archive to make the root from (default: the one this host's
+#                              apt sources name for its own release; apt's http proxy is used)
 #   FLASHSTEPS_JOBS            parallel compile jobs (default: every core)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -45,13 +47,57 @@ for arg in "$@"; do
     *) root=$arg ;;
   esac
 done
-mirror=${FLASHSTEPS_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 say() { echo "debian13-check: $*"; }
 die() {
   echo "debian13-check: $*" >&2
   exit 1
 }
+
+# The Debian archive this host's apt uses: the first enabled `deb` source (one-line
+# /etc/apt/sources.list and sources.list.d/*.list, or deb822 sources.list.d/*.sources) that serves
+# the host's own release (VERSION_CODENAME in /etc/os-release), so a local mirror or a proxying
+# mirror is used as apt uses it.
+host_mirror() {
+  local codename f
+  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+  [[ -n "$codename" ]] || return 1
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [[ -r "$f" ]] || continue
+    # deb [options] URI SUITE COMPONENT...
+    sed -E 's/#.*//; s/\[[^]]*\]//' "$f" |
+      awk -v c="$codename" '$1 == "deb" && $3 == c { print $2; exit }'
+  done
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [[ -r "$f" ]] || continue
+    # Stanzas separated by blank lines; fields Types, URIs, Suites, Enabled.
+    awk -v c="$codename" '
+      function flush() {
+        if (types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " c " ") && enabled != "no" && uris != "")
+          { split(uris, u, " "); print u[1]; found = 1; exit }
+        types = uris = suites = enabled = ""
+      }
+      /^[[:space:]]*#/ { next }
+      /^[[:space:]]*$/ { flush(); next }
+      { key = tolower($1); sub(/:$/, "", key); $1 = ""; sub(/^ +/, "") }
+      key == "types" { types = $0 } key == "uris" { uris = $0 }
+      key == "suites" { suites = $0 } key == "enabled" { enabled = tolower($0) }
+      END { if (!found) flush() }' "$f"
+  done
+}
+if [[ -n "${FLASHSTEPS_DEBIAN_MIRROR:-}" ]]; then
+  mirror=$FLASHSTEPS_DEBIAN_MIRROR
+else
+  mirror=$(host_mirror | head -n 1 || true)
+  [[ -n "$mirror" ]] ||
+    die "found no Debian archive for this host's release in its apt sources; set FLASHSTEPS_DEBIAN_MIRROR"
+fi
+mirror=${mirror%/}
+# apt's proxy, if set there, for debootstrap and for apt in the root (both read http_proxy).
+if [[ -z "${http_proxy:-}" ]]; then
+  http_proxy=$(apt-config shell p Acquire::http::Proxy 2>/dev/null | sed -n "s/^p='\(.*\)'$/\1/p")
+fi
+export http_proxy=${http_proxy:-}
 
 [[ $(id -u) == 0 ]] || die "needs root (debootstrap, mount and chroot): sudo $0 $*"
 cuda=$(readlink -f "${CUDA_HOME:-/usr/local/cuda}")
@@ -60,7 +106,7 @@ cuda=$(readlink -f "${CUDA_HOME:-/usr/local/cuda}")
 if ! command -v debootstrap >/dev/null; then
   say "installing debootstrap (it makes the Debian 13 root)"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap \
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends debootstrap \
     >/dev/null
 fi
 
@@ -101,7 +147,7 @@ cp /etc/resolv.conf "$root/etc/resolv.conf"
 
 say "building and running the CPU tests in $root"
 # shellcheck disable=SC2016 # the script below runs inside the root and expands there
-chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 ALL="$all" \
+chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 ALL="$all" http_proxy="$http_proxy" \
   JOBS="${FLASHSTEPS_JOBS:-$(nproc)}" \
   PATH=/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   bash -euo pipefail -c '
@@ -127,20 +173,14 @@ chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 ALL="$all" \
     if ((ALL)); then
       targets=(all)
     else
-      # Every binary of the build that a `cpu` test runs, and test_cpu (whose test list exists
-      # only once it is built), and the GPU suite of one stage.
-      # (Binaries in sub-folders: tests/faults, tests/sanitize; the emulated runners, which the
-      # runners exec for --emulate, are all added.)
+      # Every target the `cpu` tests run, read from the tests themselves
+      # (tests/cpu-test-targets.cmake), and the GPU suite of one stage.
+      names=$(cmake -DBUILD="$build" -P tests/cpu-test-targets.cmake 2>&1)
       mapfile -t targets < <(
-        ctest -N -L cpu --show-only=json-v1 --test-dir "$build" |
-          grep -oE "$build/(stages|tests|bench)/[A-Za-z0-9_/]+" | sed "s#.*/##" | sort -u |
-          grep -xF -f <(cmake --build "$build" --target help | sed -n "s/: phony\$//p") || true
+        grep -xF -f <(cmake --build "$build" --target help | sed -n "s/: phony\$//p") <<<"$names"
       )
-      mapfile -t -O "${#targets[@]}" targets < <(
-        cmake --build "$build" --target help | sed -n "s/: phony\$//p" | grep -v "^cmake_" | grep "_emulated\$" || true
-      )
-      targets+=(test_cpu test_00_scalar)
-      mapfile -t targets < <(printf "%s\n" "${targets[@]}" | sort -u)
+      ((${#targets[@]})) || { echo "debian13-check: no target found for the cpu tests" >&2; exit 1; }
+      targets+=(test_00_scalar)
     fi
     echo "debian13-check: building ${targets[*]}"
     cmake --build "$build" -j "$JOBS" --target "${targets[@]}"

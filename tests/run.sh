@@ -4,8 +4,20 @@
 # where a stage needs it) the CPU tests run and the GPU suites report "skipped"; on a GPU host
 # (preset "gpu": compiled for the local GPU) the GPU suites run too.
 #   tests/run.sh [cpu|gpu]          default: gpu if nvidia-smi sees a GPU, else cpu
+#   tests/run.sh -h | --help        this text (installs and builds nothing)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+case "${1:-}" in
+  -h | --help)
+    sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
+    exit 0
+    ;;
+  "" | cpu | gpu) ;;
+  *)
+    echo "tests/run.sh: unknown argument '$1' (cpu, gpu or --help)" >&2
+    exit 2
+    ;;
+esac
 
 tests/install-deps.sh --book
 command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"

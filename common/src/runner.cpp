@@ -82,6 +82,16 @@ bool finish_profile(const RunnerOptions& o, std::string_view stage, std::ostream
 
 }  // namespace
 
+Problem runner_default_problem() {
+  Problem p;
+  p.batch = 2;
+  p.heads = 3;
+  p.seq_q = 197;
+  p.seq_kv = 197;
+  p.head_dim = 64;
+  return p;
+}
+
 std::optional<int> parse_runner_cli(int argc, const char* const* argv, std::string_view stage,
                                     std::string_view title, RunnerOptions* opts, std::ostream& out,
                                     std::ostream& err) {
@@ -104,6 +114,13 @@ std::optional<int> parse_runner_cli(int argc, const char* const* argv, std::stri
   const char* ignored = "";
 #endif
   Problem& p = opts->problem;
+  {
+    const Problem d = runner_default_problem();
+    app.description(app.get_description() + " With no shape flags it runs B=" +
+                    std::to_string(d.batch) + " H=" + std::to_string(d.heads) +
+                    " Sq=Skv=" + std::to_string(d.seq_q) + " D=" + std::to_string(d.head_dim) +
+                    ": several heads, and ragged last tiles of Q and of K, V in every stage.");
+  }
   std::string dtype = "fp16";
   std::int64_t seq_kv = -1;
   app.add_option("-b,--batch", p.batch, "batch size B")->capture_default_str();
@@ -230,6 +247,28 @@ void print_resources(const Stage& stage, const Problem& p, const DeviceInfo& dev
   }
 }
 
+// One word of a command line as a POSIX shell reads it back.
+std::string shell_word(std::string_view w) {
+  if (!w.empty() && w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                        "0123456789_./=:,+-@%") == std::string_view::npos)
+    return std::string(w);
+  std::string q = "'";
+  for (char c : w)
+    q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// What a runner without a GPU offers instead: this very command with --emulate.
+std::string emulate_offer(std::string_view stage, int argc, const char* const* argv) {
+  std::string cmd = shell_word(argc > 0 ? argv[0] : "stageNN") + " --emulate";
+  for (int i = 1; i < argc; ++i)
+    cmd += " " + shell_word(argv[i]);
+  return std::string(stage) +
+         ": without a GPU, --emulate runs the same kernels on the CPU emulator (fsemu) and checks "
+         "them against the CPU reference (it times nothing):\n  " +
+         cmd;
+}
+
 // `--emulate` in the GPU build: exec stages/emulated/<this runner> with the same arguments.
 // Returns only when that cannot be done (the exit code, after a refusal).
 int exec_emulated(int argc, const char* const* argv, std::string_view stage, std::ostream& err) {
@@ -264,7 +303,9 @@ int exec_emulated(int argc, const char* const* argv, std::string_view stage, std
 
 #endif
 
-int run(const RunnerOptions& opt, Stage& stage, std::ostream& out, std::ostream& err) {
+// `emulate_offer`: what the refusal without a GPU offers instead (empty in the emulated build).
+int run(const RunnerOptions& opt, Stage& stage, std::string_view emulate_offer, std::ostream& out,
+        std::ostream& err) {
   const Problem& p = opt.problem;
 #ifdef FLASHSTEPS_EMULATED_BUILD
   if (opt.layout) return print_layout(stage, out);
@@ -277,6 +318,7 @@ int run(const RunnerOptions& opt, Stage& stage, std::ostream& out, std::ostream&
   const auto dev = query_device(opt.device, &why);
   if (!dev) {
     err << refusal(stage.name(), no_device_reason(stage, why)) << '\n';
+    if (!emulate_offer.empty()) err << emulate_offer << '\n';
     return kExitNoDevice;
   }
   out << (kEmulatedBuild ? "device   " : "gpu      ") << dev->summary() << '\n';
@@ -371,8 +413,13 @@ int runner_main(int argc, const char* const* argv, Stage& stage) {
           parse_runner_cli(argc, argv, stage.name(), stage.title(), &opt, std::cout, std::cerr)) {
     return *code;
   }
+#ifdef FLASHSTEPS_EMULATED_BUILD
+  const std::string offer;
+#else
+  const std::string offer = emulate_offer(stage.name(), argc, argv);
+#endif
   try {
-    return run(opt, stage, std::cout, std::cerr);
+    return run(opt, stage, offer, std::cout, std::cerr);
   } catch (const std::exception& e) {
     std::cerr << stage.name() << ": " << e.what() << '\n';
     return kExitCheckFailed;

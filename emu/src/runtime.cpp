@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "profile.hpp"
+#include "fsemu/progress.hpp"
 #include "sanitize.hpp"
 #if defined(FSEMU_ASAN)
 #include <sanitizer/asan_interface.h>
@@ -764,6 +765,7 @@ std::string run_grid(const LaunchConfig& config, const std::function<void()>& bo
   g_scheduler_fiber = __tsan_get_current_fiber();
 #endif
   std::string failure;
+  Progress progress(nblocks);  // on a terminal, once the launch takes more than ~2 s
   for (std::uint64_t id : order) {
     b.idx = uint3{static_cast<unsigned>(id % g.x), static_cast<unsigned>(id / g.x % g.y),
                   static_cast<unsigned>(id / (std::uint64_t{g.x} * g.y))};
@@ -780,7 +782,9 @@ std::string run_grid(const LaunchConfig& config, const std::function<void()>& bo
       failure = b.failure;
       break;
     }
+    progress.block_done();
   }
+  progress.end();
   g_block = nullptr;
   if (!failure.empty()) {
     failure = "fsemu: " + failure;

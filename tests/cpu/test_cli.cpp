@@ -46,6 +46,18 @@ TEST_CASE("a typical command line sets what it names, and Skv defaults to Sq") {
   CHECK(r.opt.seed == 9);
 }
 
+TEST_CASE("no shape flags: several heads and ragged last tiles, not a one-token problem") {
+  const Parsed r = parse({});
+  REQUIRE_FALSE(r.code);
+  const Problem& p = r.opt.problem;
+  CHECK(p.batch * p.heads >= 4);
+  for (std::int64_t len : {p.seq_q, p.seq_kv}) {
+    CHECK(len > 128);      // more than one tile of every stage (64 or 128 rows) ...
+    CHECK(len % 64 != 0);  // ... and a ragged last one
+  }
+  CHECK(r.opt.check_heads >= p.batch * p.heads);  // every head checked
+}
+
 TEST_CASE("the seq-kv flag sets Skv on its own") {
   const Parsed r = parse({"--seq", "100", "--seq-kv", "37"});
   REQUIRE_FALSE(r.code);

@@ -34,8 +34,13 @@ enum Exit : int {
   kExitNoDevice = 3,     ///< no GPU, or this GPU or problem is outside what the stage supports
 };
 
+/// The shape a runner runs with no shape flags, named in --help: several heads, and lengths that
+/// are no multiple of any stage's tile (64 or 128 rows), so every stage's ragged last tiles of Q
+/// and of K, V are checked, not a one-token problem that passes by accident.
+Problem runner_default_problem();
+
 struct RunnerOptions {
-  Problem problem;
+  Problem problem = runner_default_problem();
   int iters = 20;
   int warmup = 3;
   std::uint64_t seed = 1;
