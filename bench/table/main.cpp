@@ -2,9 +2,9 @@
 // Nsight Compute diff, from the files one GPU run commits under book/data/<gpu>/<run-id>/.
 //
 //   fs_table table RUN_DIR [--format console|markdown] [-o FILE] [--stage-list FILE]
-//   fs_table book RUN_DIR OUT_DIR [--stage-list FILE]
+//   fs_table book RUN_DIR OUT_DIR [--stage-list FILE] [--ptx DIR]
 //   fs_table ncu-diff BEFORE.csv AFTER.csv
-//   fs_table status RUN_DIR [--readme FILE [--check]] [--stage-list FILE]
+//   fs_table status RUN_DIR [--readme FILE [--check]] [--stage-list FILE] [--ptx DIR]
 //
 // RUN_DIR is a run folder, or book/data itself: then its CURRENT file names the run. The tables
 // show the fp16 shapes; the metric set, gnuplot scripts and predictions are this source tree's.
@@ -75,8 +75,9 @@ int ncu_diff_command(const std::string& before, const std::string& after) {
 // README's status table: printed, written into README's status block, or (--check) compared
 // with it.
 int status_command(const std::string& run_dir, const std::string& readme_file, bool check,
-                   const StageList& stages) {
-  const RunData run = load_run(run_dir, stages);
+                   const StageList& stages, const std::string& ptx_dir) {
+  RunData run = load_run(run_dir, stages);
+  run.ptx_dir = ptx_dir;
   const std::string block = status_block(run);
   if (readme_file.empty()) {
     std::cout << block;
@@ -108,7 +109,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   const auto formats = CLI::IsMember({"console", "markdown"});
 
-  std::string run_dir, out_dir, out_file, format = "console", before, after, stage_list_file;
+  std::string run_dir, out_dir, out_file, format = "console", before, after, stage_list_file,
+      ptx_dir;
+  const std::string ptx_help =
+      "this build's PTX hashes, <stage>.tsv (<build>/ptx, tests/ptx-manifest.sh): whether each "
+      "stage's kernels are still the ones the run measured";
   const std::string stage_list_help =
       "the stage tree (stages.json, written by the build); default: the copy built in "
       "from " FS_TABLE_STAGE_LIST;
@@ -130,6 +135,7 @@ int main(int argc, char** argv) {
       ->required();
   book->add_option("OUT_DIR", out_dir, "folder for the fragments (created)")->required();
   book->add_option("--stage-list", stage_list_file, stage_list_help);
+  book->add_option("--ptx", ptx_dir, ptx_help);
 
   auto* diff = app.add_subcommand("ncu-diff", "compare two Nsight Compute CSVs metric by metric");
   diff->add_option("BEFORE", before, "ncu CSV of the earlier stage")->required();
@@ -144,6 +150,7 @@ int main(int argc, char** argv) {
   status->add_option("--readme", readme_file, "rewrite the status block of this README in place");
   status->add_flag("--check", check, "with --readme: only compare, exit 1 when it differs");
   status->add_option("--stage-list", stage_list_file, stage_list_help);
+  status->add_option("--ptx", ptx_dir, ptx_help);
 
   try {
     app.parse(argc, argv);
@@ -155,8 +162,8 @@ int main(int argc, char** argv) {
     if (*diff) return ncu_diff_command(before, after);
     const StageList stages = stage_list(stage_list_file);
     if (*table) return table_command(run_dir, format, out_file, stages);
-    if (*status) return status_command(run_dir, readme_file, check, stages);
-    const BookResult r = write_book(run_dir, out_dir, stages);
+    if (*status) return status_command(run_dir, readme_file, check, stages, ptx_dir);
+    const BookResult r = write_book(run_dir, out_dir, stages, ptx_dir);
     for (const std::string& w : r.warnings)
       std::cerr << "fs_table: warning: " << w << '\n';
     if (!r.missing_reason.empty()) {

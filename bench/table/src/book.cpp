@@ -154,7 +154,7 @@ std::string provenance_page(const RunData& run) {
 // --- Nsight Compute fragments -------------------------------------------------------------
 
 fs::path ncu_csv(const RunData& run, std::string_view stage) {
-  return run.dir / ("ncu_" + std::string(stage) + ".csv");
+  return run.dir / ("ncu_" + run.file_name(stage) + ".csv");
 }
 
 // "at `--batch 16 ...` on `NVIDIA H100`, `ncu 2025.1`": what profile.sh recorded next to a CSV.
@@ -402,9 +402,11 @@ void write_plots(const RunData& run, Writer& w) {
 
 }  // namespace
 
-BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const StageList& stages) {
+BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const StageList& stages,
+                      const fs::path& ptx_dir) {
   const auto metrics = load_metric_set(FS_TABLE_BENCH_DIR "/ncu-metrics.txt");
-  const RunData run = load_run(run_dir, stages);
+  RunData run = load_run(run_dir, stages);
+  run.ptx_dir = ptx_dir;
   fs::create_directories(out_dir);
   Writer w{out_dir, {}};
 
@@ -418,6 +420,7 @@ BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const St
     w.write("provenance.md", provenance_page(run));
   }
   for (const std::string& stage : run.stages.names()) {
+    w.write("status_" + stage + ".md", status_fragment(run, stage));
     if (run.empty()) {
       const std::string parent = run.stages.parent_of(stage);
       w.write("table_" + stage + ".md", no_measurement(plain("the timing of ") + code(stage)));

@@ -62,7 +62,7 @@ Measured missing(std::string why) {
 }
 
 Measured ncu_value(const RunData& run, const std::string& stage, const std::string& metric) {
-  const fs::path csv = run.dir / ("ncu_" + stage + ".csv");
+  const fs::path csv = run.dir / ("ncu_" + run.file_name(stage) + ".csv");
   if (!fs::exists(csv)) return missing("no " + csv.filename().string());
   const MetricValue v = stage_value(profiled_pass(load_ncu_csv(csv)), metric);
   if (!v.value) return missing(metric + " not in " + csv.filename().string());

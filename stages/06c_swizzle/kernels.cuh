@@ -1,4 +1,4 @@
-// stages/06_registers/kernels.cuh — what the register-resident stage's kernel file exports to its
+// stages/06c_swizzle/kernels.cuh — what the register-resident stage's kernel file exports to its
 // launcher: the tile traits (sizes, the swizzled shared-memory ring, the assumptions behind them),
 // the tile each head dim runs, and the kernel itself (struct Kernel: one variant per dtype, tile
 // and causal flag).
