@@ -27,12 +27,8 @@ class RegistersStage final : public FusedStage<RegistersStage, registers::Kernel
   static constexpr const char* kSmemHolds = "Q and a ring of 2 K/V stages";
 
   /// One tile per head dim, the same on every device.
-  template <class F>
-  static decltype(auto) with_tile(std::int64_t head_dim, const DeviceInfo&, F&& f) {
-    return HeadDims::dispatch(head_dim, [&]<int kD>() -> decltype(auto) {
-      return f.template operator()<registers::TileFor<kD>>();
-    });
-  }
+  template <int kD>
+  using TileFor = registers::TileFor<kD>;
 };
 
 }  // namespace

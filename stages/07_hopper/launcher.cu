@@ -98,12 +98,8 @@ class HopperStage final : public FusedStage<HopperStage, hopper::Kernel> {
   static constexpr const char* kSmemHolds = "Q and a ring of K/V stages";
 
   /// One tile per head dim, the same on every device.
-  template <class F>
-  static decltype(auto) with_tile(std::int64_t head_dim, const DeviceInfo&, F&& f) {
-    return HeadDims::dispatch(head_dim, [&]<int kD>() -> decltype(auto) {
-      return f.template operator()<hopper::TileFor<kD>>();
-    });
-  }
+  template <int kD>
+  using TileFor = hopper::TileFor<kD>;
 
   /// The kernel reads and writes through tensor maps: host-side encoding only (no allocation, no
   /// synchronization), four 128-byte kernel parameters. (The grid limit supports() checks,
