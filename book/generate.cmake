@@ -61,7 +61,7 @@ set(stages ${list_STAGES})
 set(expected table_all.md provenance.md plot_stages.png plot_seqlen.png)
 foreach(stage IN LISTS stages)
   list(APPEND expected "table_${stage}.md" "ncu_${stage}.md" "ncu_diff_${stage}.md"
-                       "verdict_${stage}.md" "status_${stage}.md")
+                       "verdict_${stage}.md" "status_${stage}.md" "step_${stage}.md")
 endforeach()
 set(missing "")
 foreach(f IN LISTS expected)

@@ -1,5 +1,6 @@
 # flashsteps_add_stage(<name> SOURCES <files...> (PARENT <stage> | BASELINE) [DIR <folder>]
-#                      [ARCHS <archs...>] [WATCHDOG] [MEASURED_AS <old name>])
+#                      [ARCHS <archs...>] [WATCHDOG] [MEASURED_AS <old name>]
+#                      [LARGE_STEP "<why>"])
 #
 # Turns one stage folder into everything a reader runs:
 #   fs_stage_<name>   a library with the stage's kernels and launcher (defines make_stage())
@@ -18,6 +19,10 @@
 # MEASURED_AS: the name the stage had when a committed GPU run measured it (06c_swizzle was
 # 06_registers): the table tool reads that run's files of the stage under this name when the run
 # has none under the stage's own (book/data/README.md).
+# LARGE_STEP: why this step cannot be smaller, for a stage that makes more than 40% of its code
+# lines new against its parent (`fs_table steps`, which the test stages.step_sizes runs with
+# --check: a larger step without it fails, and so does the declaration on a step that is not
+# larger). The chapter's step_<name>.md says it after the step's size.
 # WATCHDOG: the stage's kernels spin-wait on barriers (flashsteps/cuda/watchdog.cuh). Its sources
 # are then compiled a second time, with the watchdog on, into fs_stage_<name>_checked, which the
 # GPU suite links: a wait that never ends fails the test with a message instead of hanging it.
@@ -28,7 +33,7 @@
 set(FLASHSTEPS_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." CACHE INTERNAL "")
 
 # Records a stage (or baseline) in the tree after checking its place in it.
-function(_flashsteps_declare_stage name parent baseline dir measured_as)
+function(_flashsteps_declare_stage name parent baseline dir measured_as large_step)
   get_property(stages GLOBAL PROPERTY FLASHSTEPS_STAGES)
   get_property(baselines GLOBAL PROPERTY FLASHSTEPS_BASELINES)
   set(where "flashsteps_add_stage(${name})")
@@ -64,10 +69,17 @@ function(_flashsteps_declare_stage name parent baseline dir measured_as)
     message(FATAL_ERROR "${where}: MEASURED_AS is a stage name: letters, digits and '_'")
   endif()
   set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_MEASURED_AS_${name} "${measured_as}")
+  string(FIND "${large_step}" "\"" quote)
+  string(FIND "${large_step}" "\\" backslash)
+  if(NOT quote EQUAL -1 OR NOT backslash EQUAL -1)
+    message(FATAL_ERROR "${where}: LARGE_STEP's text may not contain '\"' or '\\'")
+  endif()
+  set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_LARGE_STEP_${name} "${large_step}")
 endfunction()
 
 function(flashsteps_add_stage name)
-  cmake_parse_arguments(ARG "WATCHDOG;BASELINE" "DIR;PARENT;MEASURED_AS" "SOURCES;ARCHS" ${ARGN})
+  cmake_parse_arguments(ARG "WATCHDOG;BASELINE" "DIR;PARENT;MEASURED_AS;LARGE_STEP" "SOURCES;ARCHS"
+                        ${ARGN})
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "flashsteps_add_stage(${name}): SOURCES is required")
   endif()
@@ -75,7 +87,7 @@ function(flashsteps_add_stage name)
     set(ARG_DIR "${CMAKE_CURRENT_LIST_DIR}/${name}")
   endif()
   _flashsteps_declare_stage(${name} "${ARG_PARENT}" "${ARG_BASELINE}" "${ARG_DIR}"
-                            "${ARG_MEASURED_AS}")
+                            "${ARG_MEASURED_AS}" "${ARG_LARGE_STEP}")
   if(CMAKE_SCRIPT_MODE_FILE)
     return()
   endif()
@@ -184,7 +196,8 @@ endfunction()
 # baselines. The file is rewritten only when its text changes.
 #   {"stages": [{"name": "04_cp_async", "parent": "03_online_softmax",
 #                "dir": "stages/04_cp_async"}, ...,
-#               {"name": "06c_swizzle", ..., "measured_as": "06_registers"}, ...],
+#               {"name": "06c_swizzle", ..., "measured_as": "06_registers",
+#                "large_step": "..."}, ...],
 #    "baselines": [{"name": "baseline_cublas", "dir": "bench/baselines/cublas"}]}
 function(flashsteps_write_stage_list file)
   get_property(stages GLOBAL PROPERTY FLASHSTEPS_STAGES)
@@ -202,7 +215,11 @@ function(flashsteps_write_stage_list file)
     get_property(measured_as GLOBAL PROPERTY FLASHSTEPS_STAGE_MEASURED_AS_${name})
     set(extra "")
     if(NOT measured_as STREQUAL "")
-      set(extra ", \"measured_as\": \"${measured_as}\"")
+      string(APPEND extra ", \"measured_as\": \"${measured_as}\"")
+    endif()
+    get_property(large_step GLOBAL PROPERTY FLASHSTEPS_STAGE_LARGE_STEP_${name})
+    if(NOT large_step STREQUAL "")
+      string(APPEND extra ", \"large_step\": \"${large_step}\"")
     endif()
     string(APPEND json "${sep}\n    {\"name\": \"${name}\", \"parent\": ${parent}, "
                        "\"dir\": \"${dir}\"${extra}}")
@@ -222,7 +239,7 @@ endfunction()
 # flashsteps_read_stage_list(<file> <prefix>): reads a list flashsteps_write_stage_list() wrote.
 # Sets <prefix>_STAGES and <prefix>_BASELINES (names, in the list's order) and, for each name,
 # <prefix>_PARENT_<name> (empty for the first stage and the baselines), <prefix>_DIR_<name> and
-# <prefix>_MEASURED_AS_<name> (empty unless declared).
+# <prefix>_MEASURED_AS_<name> and <prefix>_LARGE_STEP_<name> (empty unless declared).
 function(flashsteps_read_stage_list file prefix)
   file(READ "${file}" json)
   foreach(kind stages baselines)
@@ -242,6 +259,11 @@ function(flashsteps_read_stage_list file prefix)
           if(absent)
             set(measured_as "")
           endif()
+          string(JSON large_step ERROR_VARIABLE absent GET "${json}" ${kind} ${i} large_step)
+          if(absent)
+            set(large_step "")
+          endif()
+          set(${prefix}_LARGE_STEP_${name} "${large_step}" PARENT_SCOPE)
         endif()
         list(APPEND names ${name})
         set(${prefix}_MEASURED_AS_${name} "${measured_as}" PARENT_SCOPE)

@@ -11,7 +11,10 @@
 # (default: this script's). -o: write FILE (whole, or not at all) instead of standard output.
 #
 # The PTX is normalised as tests/kernel-identity.sh normalises it (no .loc/.file lines, no
-# comments, unnamed namespaces' path hashes replaced), then cut at each .entry: one line per
+# comments, unnamed namespaces' path hashes replaced) and, since each kernel is hashed on its own,
+# without the function's index in its branch labels ($L__BB3_17 -> $L__BB_17: the index is the
+# kernel's place in the file, which changes when the kernels are instantiated in another order),
+# then cut at each .entry: one line per
 # kernel, "<source>\t<mangled name>\t<sha256 of its PTX>\t<readable name>", and one line
 # "<source>\t.module\t<sha256>\t(everything outside the entries)". A header line names the nvcc
 # that compiled it: PTX from another nvcc may differ without any change to the kernels.
@@ -60,7 +63,8 @@ for src in "${sources[@]}"; do
   "$nvcc" -std=c++20 -O3 --ptx -arch="$arch" -I"$tree/common/include" -I"$tree/$(dirname "$src")" \
     -o "$work/raw.ptx" "$tree/$src"
   grep -v -E '^\s*\.(loc|file)\b|^\s*//' "$work/raw.ptx" |
-    perl -pe 's/(\d+)(_GLOBAL__N_\w+)/"UNNAMED" . substr($2, $1)/ge' > "$work/norm.ptx"
+    perl -pe 's/(\d+)(_GLOBAL__N_\w+)/"UNNAMED" . substr($2, $1)/ge; s/\$L__BB\d+_/\$L__BB_/g' \
+      > "$work/norm.ptx"
   # Split: an entry runs from its ".entry NAME(" line to the "}" that closes its body at column 0.
   awk -v dir="$work" '
     /^\.(visible|weak)?[ \t]*\.entry[ \t]/ || /^\.entry[ \t]/ {

@@ -4,6 +4,7 @@
 //   fs_table table RUN_DIR [--format console|markdown] [-o FILE] [--stage-list FILE]
 //   fs_table book RUN_DIR OUT_DIR [--stage-list FILE] [--ptx DIR]
 //   fs_table ncu-diff BEFORE.csv AFTER.csv
+//   fs_table steps [--check] [--stage-list FILE]
 //   fs_table status RUN_DIR [--readme FILE [--check]] [--stage-list FILE] [--ptx DIR]
 //
 // RUN_DIR is a run folder, or book/data itself: then its CURRENT file names the run. The tables
@@ -92,11 +93,26 @@ int status_command(const std::string& run_dir, const std::string& readme_file, b
     std::cerr << "fs_table: " << readme_file << "'s status table is not what "
               << (run.empty() ? std::string("the absence of a run") : "run " + run.label)
               << " gives; regenerate it with: fs_table status " << run_dir << " --readme "
-              << readme_file << '\n';
+              << readme_file << (ptx_dir.empty() ? "" : " --ptx " + ptx_dir) << '\n';
     return kExitInput;
   }
   emit(updated, readme_file);
   return 0;
+}
+
+// Every step's size (steps section of table.hpp); --check: exit 1 naming each step above the
+// limit that does not say why, or that says why and is not above it.
+int steps_command(const StageList& stages, bool check) {
+  const auto steps = step_sizes(stages, FS_TABLE_SOURCE_DIR);
+  std::cout << render(steps_table(steps), Format::console);
+  int problems = 0;
+  for (const StepSize& s : steps) {
+    if (const std::string p = step_problem(s); !p.empty()) {
+      std::cerr << "fs_table steps: " << p << '\n';
+      ++problems;
+    }
+  }
+  return check && problems ? kExitInput : 0;
 }
 
 }  // namespace
@@ -110,7 +126,7 @@ int main(int argc, char** argv) {
   const auto formats = CLI::IsMember({"console", "markdown"});
 
   std::string run_dir, out_dir, out_file, format = "console", before, after, stage_list_file,
-      ptx_dir;
+                                          ptx_dir;
   const std::string ptx_help =
       "this build's PTX hashes, <stage>.tsv (<build>/ptx, tests/ptx-manifest.sh): whether each "
       "stage's kernels are still the ones the run measured";
@@ -152,6 +168,14 @@ int main(int argc, char** argv) {
   status->add_option("--stage-list", stage_list_file, stage_list_help);
   status->add_option("--ptx", ptx_dir, ptx_help);
 
+  bool steps_check = false;
+  auto* steps = app.add_subcommand(
+      "steps", "each stage's code lines against its parent's: added, removed, % new");
+  steps->add_flag("--check", steps_check,
+                  "exit 1 when a step above " + std::to_string(kMaxStepPercent) +
+                      "% new does not declare LARGE_STEP, or one that declares it is not above");
+  steps->add_option("--stage-list", stage_list_file, stage_list_help);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -163,6 +187,7 @@ int main(int argc, char** argv) {
     const StageList stages = stage_list(stage_list_file);
     if (*table) return table_command(run_dir, format, out_file, stages);
     if (*status) return status_command(run_dir, readme_file, check, stages, ptx_dir);
+    if (*steps) return steps_command(stages, steps_check);
     const BookResult r = write_book(run_dir, out_dir, stages, ptx_dir);
     for (const std::string& w : r.warnings)
       std::cerr << "fs_table: warning: " << w << '\n';

@@ -32,12 +32,15 @@ if(ORPHAN)
 endif()
 
 # The one line a new stage needs (its folder would sit next to the others; nothing is compiled
-# here). Its parent is not the last stage, so "parent" and "listed before" differ.
+# here). Its parent is not the last stage, so "parent" and "listed before" differ. Its folder is a
+# copy of its parent's kernels, so its step is empty.
 list(GET built_STAGES -2 throwaway_parent)
-flashsteps_add_stage(08_throwaway SOURCES kernels.cu launcher.cu PARENT ${throwaway_parent})
-
 file(REMOVE_RECURSE "${WORK}")
-file(MAKE_DIRECTORY "${WORK}")
+file(MAKE_DIRECTORY "${WORK}/08_throwaway")
+file(COPY "${ROOT}/${built_DIR_${throwaway_parent}}/kernels.cu"
+          "${ROOT}/${built_DIR_${throwaway_parent}}/kernels.cuh" DESTINATION "${WORK}/08_throwaway")
+flashsteps_add_stage(08_throwaway SOURCES kernels.cu launcher.cu PARENT ${throwaway_parent}
+                     DIR "${WORK}/08_throwaway")
 set(list "${WORK}/stages.json")
 flashsteps_write_stage_list("${list}")
 flashsteps_read_stage_list("${list}" mine)
@@ -53,7 +56,7 @@ if(NOT mine_STAGES STREQUAL expected)
   fail("${list} lists ${mine_STAGES}; expected the build's stages and then 08_throwaway")
 endif()
 foreach(name IN LISTS built_STAGES)
-  foreach(key PARENT DIR MEASURED_AS)
+  foreach(key PARENT DIR MEASURED_AS LARGE_STEP)
     if(NOT "${mine_${key}_${name}}" STREQUAL "${built_${key}_${name}}")
       fail("${name}'s ${key} is '${mine_${key}_${name}}' here but '${built_${key}_${name}}' in "
            "the build's ${BUILD_LIST}")
@@ -85,6 +88,9 @@ set(gen "${WORK}/generated")
 # The new stage's timing table compares it with its parent, and so does its profile diff.
 expect("${gen}/table_08_throwaway.md" "vs `${throwaway_parent}`")
 expect("${gen}/ncu_diff_08_throwaway.md" "`${throwaway_parent}` against `08_throwaway`")
+# Its step size against its parent (the same kernels), and its status (no run has measured it).
+expect("${gen}/step_08_throwaway.md" "0 code lines added, 0 removed")
+expect("${gen}/status_08_throwaway.md" "not yet measured on a GPU")
 
 # The table tool's lists: the comparison table and README's status table have its row.
 foreach(cmd "table;${ROOT}/book/data;--format;markdown" "status;${ROOT}/book/data")

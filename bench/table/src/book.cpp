@@ -419,6 +419,8 @@ BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const St
             md(run_caption(run)) + "\n\n" + comparison_report(run, kDType, Format::markdown));
     w.write("provenance.md", provenance_page(run));
   }
+  for (const StepSize& s : step_sizes(run.stages, FS_TABLE_SOURCE_DIR))
+    w.write("step_" + s.stage + ".md", md(step_text(s)) + "\n");
   for (const std::string& stage : run.stages.names()) {
     w.write("status_" + stage + ".md", status_fragment(run, stage));
     if (run.empty()) {

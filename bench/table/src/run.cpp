@@ -63,7 +63,8 @@ StageList parse_stage_list(const std::string& json, const std::string& origin) {
       const auto& parent = e.value("parent", nlohmann::json());
       list.stages.push_back({e.at("name").get<std::string>(),
                              parent.is_null() ? "" : parent.get<std::string>(),
-                             e.value("measured_as", std::string())});
+                             e.value("measured_as", std::string()), e.value("dir", std::string()),
+                             e.value("large_step", std::string())});
     }
     for (const auto& e : j.value("baselines", nlohmann::json::array()))
       list.baselines.push_back(e.at("name").get<std::string>());

@@ -123,14 +123,15 @@ KernelIdentity kernel_identity(const RunData& run, std::string_view stage) {
   const auto& b = now.kernels.begin()->second;
   for (const auto& [name, hr] : b) {
     const auto old = a.find(name);
-    if (old == a.end()) id.changed.push_back(hr.second + " (new)");
-    else if (old->second.first != hr.first) id.changed.push_back(hr.second);
+    if (old == a.end())
+      id.changed.push_back(hr.second + " (new)");
+    else if (old->second.first != hr.first)
+      id.changed.push_back(hr.second);
   }
   for (const auto& [name, hr] : a) {
     if (!b.contains(name)) id.changed.push_back(hr.second + " (gone)");
   }
-  id.state =
-      id.changed.empty() ? KernelIdentity::State::identical : KernelIdentity::State::changed;
+  id.state = id.changed.empty() ? KernelIdentity::State::identical : KernelIdentity::State::changed;
   return id;
 }
 
@@ -150,8 +151,7 @@ Text stage_status(const RunData& run, std::string_view stage) {
                                          : "; no prediction at this shape (chapter)");
   }
   Text t = plain("measured at ") + code(id.commit);
-  if (const std::string old = run.file_name(stage); old != stage)
-    t = t + plain(" as ") + code(old);
+  if (const std::string old = run.file_name(stage); old != stage) t = t + plain(" as ") + code(old);
   switch (id.state) {
     case KernelIdentity::State::identical:
       return t + plain("; kernels PTX-identical to that commit's");
@@ -172,8 +172,9 @@ std::string status_fragment(const RunData& run, std::string_view stage) {
   if (id.state == KernelIdentity::State::not_measured) {
     t = t + stage_status(run, stage) + plain(". No committed run (") +
         (run.empty() ? plain("none yet") : code(run.label)) +
-        plain(") has timed this stage: the numbers in this chapter are predictions, not "
-              "measurements.");
+        plain(
+            ") has timed this stage: the numbers in this chapter are predictions, not "
+            "measurements.");
     return render(t, Format::markdown) + "\n";
   }
   t = t + plain("run ") + code(run.label) + plain(", ") + stage_status(run, stage) + plain(".");
@@ -194,9 +195,8 @@ Table status_table(const RunData& run) {
   Table t;
   t.caption = plain("Each stage on this run; speed at ") + code(std::string(kStatusShape)) +
               plain(" (fp16, D = 128, S = 2048, not causal)");
-  t.header = {plain("stage"),         plain("GPU suite"),     plain("sanitizers"),
-              plain("TFLOP/s"),       plain("vs sdpa_flash"), plain("vs sdpa_cudnn"),
-              plain("status")};
+  t.header = {plain("stage"),         plain("GPU suite"),     plain("sanitizers"), plain("TFLOP/s"),
+              plain("vs sdpa_flash"), plain("vs sdpa_cudnn"), plain("status")};
   t.numeric = {false, false, false, true, true, true, false};
   Footnotes notes;
   std::vector<std::string> rows = run.stages.names();

@@ -125,6 +125,8 @@ struct StageList {
     std::string name;
     std::string parent;       ///< empty for the first stage
     std::string measured_as;  ///< the name an older run measured it under (MEASURED_AS), or empty
+    std::string dir;          ///< its folder, relative to the repository
+    std::string large_step;   ///< why its step is above kMaxStepPercent (LARGE_STEP), or empty
   };
   std::vector<Stage> stages;
   std::vector<std::string> baselines;  ///< the build's own (baseline_cublas)
@@ -474,6 +476,38 @@ std::string status_block(const RunData& run);
 /// markers are missing or out of order.
 std::string replace_status_block(const std::string& readme, const std::string& block);
 
+// ---- steps --------------------------------------------------------------------------------------
+// How big each step is: the code lines of a stage's kernels.cu + kernels.cuh against its parent's,
+// comments and blank lines dropped and each line trimmed, compared by longest common subsequence
+// (line-level LCS): lines added, lines removed, and the share of the stage's lines that are new.
+// A step should teach one idea: above kMaxStepPercent new, the stage declares why on its line in
+// stages/CMakeLists.txt (LARGE_STEP "<why>"), and `fs_table steps --check` fails for a large step
+// that does not, or for a declaration on a step that is no longer large.
+
+inline constexpr const char* kStepFiles[] = {"kernels.cu", "kernels.cuh"};
+inline constexpr int kMaxStepPercent = 40;
+
+struct StepSize {
+  std::string stage, parent;  ///< parent empty: the first stage
+  int parent_lines = 0, child_lines = 0, added = 0, removed = 0;
+  std::string large_step;  ///< the stage's LARGE_STEP reason
+  double percent_new() const { return child_lines ? 100.0 * added / child_lines : 0.0; }
+};
+
+/// The code lines of a C++/CUDA source: comments (// and /* */, not inside literals) and blank
+/// lines dropped, each line trimmed.
+std::vector<std::string> code_lines(std::istream& in);
+/// A child's lines against its parent's.
+StepSize step_size(const std::vector<std::string>& parent, const std::vector<std::string>& child);
+/// Every stage of the list against its parent, from the sources under `root` (the repository).
+std::vector<StepSize> step_sizes(const StageList& stages, const std::filesystem::path& root);
+/// Empty, or what is wrong with the step (large and undeclared, or declared and not large).
+std::string step_problem(const StepSize& s);
+/// The sentence each chapter opens with (step_<stage>.md in the book).
+Text step_text(const StepSize& s);
+/// Every step: stage, parent, lines, added, removed, % new, why larger.
+Table steps_table(const std::vector<StepSize>& steps);
+
 // ---- book ---------------------------------------------------------------------------------------
 // Every generated fragment the book includes, from one run folder.
 //
@@ -483,6 +517,7 @@ std::string replace_status_block(const std::string& readme, const std::string& b
 //   ncu_<stage>.md          the fixed Nsight Compute metric set of one stage
 //   ncu_diff_<stage>.md     a stage against its parent stage, metric by metric
 //   verdict_<stage>.md      the stage's predictions against the run (the verdict section)
+//   step_<stage>.md         the stage's step size against its parent (steps)
 //   status_<stage>.md       which run measured the stage, and whether its kernels are still the
 //                           ones it measured (status_fragment), or "not yet measured on a GPU"
 //   plot_stages.dat/.png    TFLOP/s of every backend at each sweep shape (bench/plots/*.gp)
