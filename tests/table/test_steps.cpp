@@ -85,7 +85,7 @@ TEST_CASE("steps: a step above the limit must say why, and only such a step may"
   s.large_step = "because";
   CHECK(step_problem(s).empty());
   CHECK_THAT(render(step_text(s), Format::console),
-             ContainsSubstring("Above the 40% a step aims for: because"));
+             ContainsSubstring("Above the 40% a step aims for: because."));
   s.added = 40;
   CHECK_THAT(step_problem(s), ContainsSubstring("drop the declaration"));
   s.large_step.clear();

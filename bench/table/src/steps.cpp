@@ -131,8 +131,9 @@ Text step_text(const StepSize& s) {
                  std::to_string(s.child_lines) + " code lines new (") +
            code(files) + plain(", comments and blank lines dropped, lines compared by LCS).");
   if (!s.large_step.empty()) {
+    const bool stop = s.large_step.ends_with('.');
     t = t + plain(" Above the " + std::to_string(kMaxStepPercent) +
-                  "% a step aims for: " + s.large_step);
+                  "% a step aims for: " + s.large_step + (stop ? "" : "."));
   }
   return t;
 }
