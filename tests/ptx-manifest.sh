@@ -3,12 +3,17 @@
 # build can tell whether a stage's kernels are the ones a committed GPU run measured.
 #
 #   tests/ptx-manifest.sh [--rev REV] [--arch ARCH] [--root DIR] [-o FILE] SOURCE...
+#   tests/ptx-manifest.sh --measured MANIFEST -o FILE
 #
 # SOURCE: paths relative to the repository root (stages/04_cp_async/kernels.cu). --rev: take the
 # sources (and the headers they include) from that git revision instead of the working tree; the
 # folder the manifest of a run is made from is its commit (book/data/README.md). --arch: the
 # target, default sm_90a (what the committed H100 runs were built for). --root: the repository
 # (default: this script's). -o: write FILE (whole, or not at all) instead of standard output.
+# --measured: MANIFEST is a committed run's (its first line names the nvcc, arch and commit); FILE
+# gets the same hashes as this machine's nvcc makes them: MANIFEST itself when the nvcc is the
+# same, else the manifest made again from the commit's sources in git (a copy of MANIFEST when
+# the commit is not in this clone: then the table tool says the kernels were not compared).
 #
 # The PTX is normalised as tests/kernel-identity.sh normalises it (no .loc/.file lines, no
 # comments, unnamed namespaces' path hashes replaced) and, since each kernel is hashed on its own,
@@ -20,7 +25,7 @@
 # that compiled it: PTX from another nvcc may differ without any change to the kernels.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-rev="" arch=sm_90a out=""
+rev="" arch=sm_90a out="" measured=""
 sources=()
 while (($#)); do
   case $1 in
@@ -28,14 +33,28 @@ while (($#)); do
     --arch) arch=$2; shift ;;
     --root) root=$2; shift ;;
     -o) out=$2; shift ;;
+    --measured) measured=$2; shift ;;
     -*) echo "ptx-manifest: unknown option $1" >&2; exit 2 ;;
     *) sources+=("$1") ;;
   esac
   shift
 done
-((${#sources[@]})) || { echo "usage: ptx-manifest.sh [--rev REV] [--arch ARCH] SOURCE..." >&2; exit 2; }
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 [[ -x "$nvcc" ]] || { echo "ptx-manifest: nvcc not found" >&2; exit 2; }
+version=$("$nvcc" --version | sed -n 's/^Cuda compilation tools, //p')
+if [[ -n "$measured" ]]; then
+  [[ -n "$out" && -f "$measured" ]] || { echo "usage: ptx-manifest.sh --measured MANIFEST -o FILE" >&2; exit 2; }
+  IFS=$'\t' read -r _ then_version then_arch commit < "$measured"
+  if [[ "$then_version" != "$version" ]] &&
+    git -C "$root" rev-parse --verify -q "${commit:-none}^{commit}" >/dev/null 2>&1; then
+    mapfile -t sources < <(grep -v '^#' "$measured" | cut -f1 | sort -u)
+    exec "$0" --rev "$commit" --arch "$then_arch" --root "$root" -o "$out" "${sources[@]}"
+  fi
+  cp "$measured" "$out.tmp"
+  mv "$out.tmp" "$out"
+  exit 0
+fi
+((${#sources[@]})) || { echo "usage: ptx-manifest.sh [--rev REV] [--arch ARCH] SOURCE..." >&2; exit 2; }
 filt=$(dirname "$nvcc")/cu++filt
 [[ -x "$filt" ]] || filt=c++filt
 
@@ -56,7 +75,6 @@ if [[ -n "$out" ]]; then
   exit 0
 fi
 
-version=$("$nvcc" --version | sed -n 's/^Cuda compilation tools, //p')
 echo "# nvcc	$version	$arch${rev:+	$(git -C "$root" rev-parse --short=12 "$rev")}"
 for src in "${sources[@]}"; do
   [[ -f "$tree/$src" ]] || { echo "ptx-manifest: no $src${rev:+ in $rev}" >&2; exit 2; }

@@ -138,6 +138,15 @@ TEST_CASE("status: a stage's kernels against the hashes of the run that measured
     CHECK(id.state == State::unknown);
     CHECK_THAT(id.reason, ContainsSubstring("release 12.9"));
   }
+  SECTION("the run's hashes made again by this build's nvcc (ptx/measured.tsv) are used") {
+    const std::string other = "# nvcc\trelease 12.9, V12.9.41\tsm_90a";
+    dir.write("ptx/measured.tsv", other + "\tabc123\n" + line(kSrc, "_Zk1", "h1'", "k1<float>"));
+    dir.write("ptx/04_x.tsv", other + "\n" + line(kSrc, "_Zk1", "h1'", "k1<float>"));
+    CHECK(kernel_identity(run, "04_x").state == State::identical);
+    // ...but only when they are of the run's commit.
+    dir.write("ptx/measured.tsv", other + "\tdef456\n" + line(kSrc, "_Zk1", "h1'", "k1<float>"));
+    CHECK(kernel_identity(run, "04_x").state == State::unknown);
+  }
   SECTION("no hashes from this build: not compared") {
     CHECK(kernel_identity(run, "04_x").state == State::unknown);
   }

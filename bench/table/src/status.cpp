@@ -51,7 +51,8 @@ std::optional<SanitizerResult> sanitizer_result(const RunData& run, std::string_
 namespace {
 
 struct PtxManifest {
-  std::string nvcc;  ///< the header's compiler and arch
+  std::string nvcc;    ///< the header's compiler and arch
+  std::string commit;  ///< the header's commit (a manifest made with --rev)
   // source -> mangled name -> (hash, readable name)
   std::map<std::string, std::map<std::string, std::pair<std::string, std::string>>> kernels;
 };
@@ -65,6 +66,7 @@ PtxManifest load_manifest(const fs::path& file) {
       f.push_back(field);
     if (f.size() >= 3 && f[0] == "# nvcc") {
       m.nvcc = f[1] + ", " + f[2];
+      if (f.size() >= 4) m.commit = f[3];
     } else if (f.size() == 4 && !line.starts_with("#")) {
       m.kernels[f[0]][f[1]] = {f[2], f[3]};
     } else if (!line.empty()) {
@@ -87,7 +89,15 @@ KernelIdentity kernel_identity(const RunData& run, std::string_view stage) {
     id.state = KernelIdentity::State::not_measured;
     return id;
   }
-  const fs::path manifest_file = run.dir / kPtxManifest;
+  // The run's hashes as this build's nvcc makes them (<build>/ptx/measured.tsv, when it is this
+  // run's commit's), else the committed ones.
+  fs::path manifest_file = run.dir / kPtxManifest;
+  if (const fs::path rebuilt = run.ptx_dir / "measured.tsv";
+      !run.ptx_dir.empty() && fs::exists(rebuilt) && !id.commit.empty()) {
+    const std::string c = load_manifest(rebuilt).commit;
+    if (!c.empty() && (c.starts_with(id.commit) || id.commit.starts_with(c)))
+      manifest_file = rebuilt;
+  }
   const fs::path current_file = run.ptx_dir / (std::string(stage) + ".tsv");
   if (!fs::exists(manifest_file)) {
     id.reason = "the run folder has no " + std::string(kPtxManifest);
