@@ -53,6 +53,13 @@ for prov in "$run"/ncu_*.provenance.txt; do
   args=$(sed -n 's/^runner_args: //p' "$prov")
   [[ -n $binary && -n $args ]] || die "$prov lacks stage_binary or runner_args"
   runner="$runners/$(basename "$binary")"
+  # A stage renamed after the run (MEASURED_AS on its stages/CMakeLists.txt line) has a new runner:
+  # the build's stage tree (<build>/stages.json, beside <build>/stages/emulated) names it.
+  tree="$runners/../../stages.json"
+  if [[ ! -x $runner && -f $tree ]]; then
+    renamed=$(sed -n "s/.*\"name\": \"\([^\"]*\)\".*\"measured_as\": \"$stage\".*/\1/p" "$tree")
+    [[ -n $renamed ]] && runner="$runners/stage${renamed%%_*}"
+  fi
   [[ -x $runner ]] || die "$runner is not an executable (build the emulated runners first)"
   read -r -a words <<<"$args"
   csv="$out/emu_$stage.csv"

@@ -39,7 +39,13 @@ endif()
 
 file(REMOVE_RECURSE "${GEN_DIR}")
 file(MAKE_DIRECTORY "${GEN_DIR}")
+# PTX_DIR (optional): the build's PTX hashes of each stage's kernels, for status_<stage>.md.
+set(ptx_args "")
+if(DEFINED PTX_DIR)
+  set(ptx_args --ptx "${PTX_DIR}")
+endif()
 execute_process(COMMAND "${TABLE}" book "${run_dir}" "${GEN_DIR}" --stage-list "${STAGE_LIST}"
+                        ${ptx_args}
                 RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "book: '${TABLE} book ${run_dir} ${GEN_DIR} --stage-list ${STAGE_LIST}' "
@@ -73,7 +79,8 @@ set(stages ${list_STAGES})
 set(expected table_all.md provenance.md emu_compare.md plot_stages.svg plot_seqlen.svg)
 foreach(stage IN LISTS stages)
   list(APPEND expected "table_${stage}.md" "ncu_${stage}.md" "ncu_diff_${stage}.md"
-                       "verdict_${stage}.md" "run_${stage}.md" "emu_${stage}.md")
+                       "verdict_${stage}.md" "run_${stage}.md" "emu_${stage}.md"
+                       "status_${stage}.md" "step_${stage}.md")
 endforeach()
 set(missing "")
 foreach(f IN LISTS expected)

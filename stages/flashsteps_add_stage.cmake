@@ -1,9 +1,11 @@
 # flashsteps_add_stage(<name> SOURCES <files...> (PARENT <stage> | BASELINE) [DIR <folder>]
-#                      [ARCHS <archs...>] [WATCHDOG])
+#                      [ARCHS <archs...>] [WATCHDOG] [MEASURED_AS <old name>]
+#                      [LARGE_STEP "<why>"])
 #
 # Turns one stage folder into everything a reader runs:
 #   fs_stage_<name>   a library with the stage's kernels and launcher (defines make_stage())
-#   stageNN           the runner (NN from the name's leading digits; baselines keep their name)
+#   stageNN[x]        the runner: "stage" and the name's part before its first '_' (06c_swizzle ->
+#                     stage06c); a baseline keeps its name
 #   test_<name>       the shared GPU suite (tests/gpu) run on this stage; exit 77 = skipped
 #   bench_<name>      the shared Google Benchmark harness (bench/harness.cpp) on this stage
 # and captures the ptxas resource report (registers, shared memory, spills per kernel and arch)
@@ -14,6 +16,13 @@
 # declarations form the stage tree, and flashsteps_write_stage_list() writes it for the table
 # tool, the book and the tests.
 # BASELINE: not a stage but a reference every stage is compared with (no parent).
+# MEASURED_AS: the name the stage had when a committed GPU run measured it (06c_swizzle was
+# 06_registers): the table tool reads that run's files of the stage under this name when the run
+# has none under the stage's own (book/data/README.md).
+# LARGE_STEP: why this step cannot be smaller, for a stage that makes more than 40% of its code
+# lines new against its parent (`fs_table steps`, which the test stages.step_sizes runs with
+# --check: a larger step without it fails, and so does the declaration on a step that is not
+# larger). The chapter's step_<name>.md says it after the step's size.
 # WATCHDOG: the stage's kernels spin-wait on barriers (flashsteps/cuda/watchdog.cuh). Its sources
 # are then compiled a second time, with the watchdog on, into fs_stage_<name>_checked, which the
 # GPU suite links: a wait that never ends fails the test with a message instead of hanging it.
@@ -24,7 +33,7 @@
 set(FLASHSTEPS_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." CACHE INTERNAL "")
 
 # Records a stage (or baseline) in the tree after checking its place in it.
-function(_flashsteps_declare_stage name parent baseline dir)
+function(_flashsteps_declare_stage name parent baseline dir measured_as large_step)
   get_property(stages GLOBAL PROPERTY FLASHSTEPS_STAGES)
   get_property(baselines GLOBAL PROPERTY FLASHSTEPS_BASELINES)
   set(where "flashsteps_add_stage(${name})")
@@ -56,17 +65,29 @@ function(_flashsteps_declare_stage name parent baseline dir)
   file(RELATIVE_PATH dir "${root}" "${dir}")
   set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_PARENT_${name} "${parent}")
   set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_DIR_${name} "${dir}")
+  if(NOT measured_as MATCHES "^[A-Za-z0-9_]*$")
+    message(FATAL_ERROR "${where}: MEASURED_AS is a stage name: letters, digits and '_'")
+  endif()
+  set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_MEASURED_AS_${name} "${measured_as}")
+  string(FIND "${large_step}" "\"" quote)
+  string(FIND "${large_step}" "\\" backslash)
+  if(NOT quote EQUAL -1 OR NOT backslash EQUAL -1)
+    message(FATAL_ERROR "${where}: LARGE_STEP's text may not contain '\"' or '\\'")
+  endif()
+  set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_LARGE_STEP_${name} "${large_step}")
 endfunction()
 
 function(flashsteps_add_stage name)
-  cmake_parse_arguments(ARG "WATCHDOG;BASELINE" "DIR;PARENT" "SOURCES;ARCHS" ${ARGN})
+  cmake_parse_arguments(ARG "WATCHDOG;BASELINE" "DIR;PARENT;MEASURED_AS;LARGE_STEP" "SOURCES;ARCHS"
+                        ${ARGN})
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "flashsteps_add_stage(${name}): SOURCES is required")
   endif()
   if(NOT ARG_DIR)
     set(ARG_DIR "${CMAKE_CURRENT_LIST_DIR}/${name}")
   endif()
-  _flashsteps_declare_stage(${name} "${ARG_PARENT}" "${ARG_BASELINE}" "${ARG_DIR}")
+  _flashsteps_declare_stage(${name} "${ARG_PARENT}" "${ARG_BASELINE}" "${ARG_DIR}"
+                            "${ARG_MEASURED_AS}" "${ARG_LARGE_STEP}")
   if(CMAKE_SCRIPT_MODE_FILE)
     return()
   endif()
@@ -89,14 +110,35 @@ function(flashsteps_add_stage name)
             -P "${FLASHSTEPS_ROOT}/stages/collect-ptxas.cmake"
     COMMAND_EXPAND_LISTS VERBATIM)
 
-  if(name MATCHES "^([0-9][0-9])_")
+  if(name MATCHES "^([0-9][0-9][a-z]?)_")
     set(runner stage${CMAKE_MATCH_1})
   else()
     set(runner ${name})
   endif()
+  if(TARGET ${runner})
+    message(FATAL_ERROR "flashsteps_add_stage(${name}): its runner ${runner} is already another "
+                        "stage's: stages sharing a number differ in the letter after it (06a_, 06b_)")
+  endif()
   add_executable(${runner} $<TARGET_OBJECTS:flashsteps_stage_main>)
   target_link_libraries(${runner} PRIVATE ${lib} flashsteps::runner)
   set_target_properties(${runner} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/stages")
+
+  # This build's per-kernel PTX hashes of the stage (tests/ptx-manifest.sh), for the table tool:
+  # are the stage's kernels still the ones the committed run measured (book/data/README.md)?
+  if("${ARG_DIR}/kernels.cu" IN_LIST ARG_SOURCES)
+    get_filename_component(root "${FLASHSTEPS_ROOT}" ABSOLUTE)
+    file(RELATIVE_PATH source "${root}" "${ARG_DIR}/kernels.cu")
+    file(GLOB_RECURSE headers CONFIGURE_DEPENDS "${root}/common/include/*.cuh"
+         "${root}/common/include/*.hpp" "${ARG_DIR}/*.cuh")
+    set(hashes "${CMAKE_BINARY_DIR}/ptx/${name}.tsv")
+    add_custom_command(OUTPUT "${hashes}"
+      COMMAND "${root}/tests/ptx-manifest.sh" --root "${root}" -o "${hashes}" "${source}"
+      DEPENDS "${ARG_DIR}/kernels.cu" ${headers} "${root}/tests/ptx-manifest.sh"
+      COMMENT "PTX hashes of ${name}'s kernels (sm_90a)"
+      VERBATIM)
+    add_custom_target(ptx_${name} ALL DEPENDS "${hashes}")
+    set_property(GLOBAL APPEND PROPERTY FLASHSTEPS_PTX_TARGETS ptx_${name})
+  endif()
 
   set(test_lib ${lib})
   if(ARG_WATCHDOG)
@@ -130,7 +172,7 @@ endfunction()
 
 # The stage for the CPU emulator (emu/CMakeLists.txt): the same sources compiled by the host
 # compiler, its GPU suite (test_emu_<name>, ctest emu.<name>) and its runner
-# (stages/emulated/stageNN, which `stageNN --emulate` runs).
+# (stages/emulated/stageNN[x], which `stageNN[x] --emulate` runs).
 function(_flashsteps_add_emulated_stage name runner dir)
   flashsteps_emulated_sources(sources ${ARGN})
   set(lib fs_emu_stage_${name})
@@ -155,7 +197,9 @@ endfunction()
 # book and the tests read; the stages in declaration order (each after its parent), then the
 # baselines. The file is rewritten only when its text changes.
 #   {"stages": [{"name": "04_cp_async", "parent": "03_online_softmax",
-#                "dir": "stages/04_cp_async"}, ...],
+#                "dir": "stages/04_cp_async"}, ...,
+#               {"name": "06c_swizzle", ..., "measured_as": "06_registers",
+#                "large_step": "..."}, ...],
 #    "baselines": [{"name": "baseline_cublas", "dir": "bench/baselines/cublas"}]}
 function(flashsteps_write_stage_list file)
   get_property(stages GLOBAL PROPERTY FLASHSTEPS_STAGES)
@@ -170,8 +214,17 @@ function(flashsteps_write_stage_list file)
     else()
       set(parent "\"${parent}\"")
     endif()
+    get_property(measured_as GLOBAL PROPERTY FLASHSTEPS_STAGE_MEASURED_AS_${name})
+    set(extra "")
+    if(NOT measured_as STREQUAL "")
+      string(APPEND extra ", \"measured_as\": \"${measured_as}\"")
+    endif()
+    get_property(large_step GLOBAL PROPERTY FLASHSTEPS_STAGE_LARGE_STEP_${name})
+    if(NOT large_step STREQUAL "")
+      string(APPEND extra ", \"large_step\": \"${large_step}\"")
+    endif()
     string(APPEND json "${sep}\n    {\"name\": \"${name}\", \"parent\": ${parent}, "
-                       "\"dir\": \"${dir}\"}")
+                       "\"dir\": \"${dir}\"${extra}}")
     set(sep ",")
   endforeach()
   string(APPEND json "\n  ],\n  \"baselines\": [")
@@ -187,7 +240,8 @@ endfunction()
 
 # flashsteps_read_stage_list(<file> <prefix>): reads a list flashsteps_write_stage_list() wrote.
 # Sets <prefix>_STAGES and <prefix>_BASELINES (names, in the list's order) and, for each name,
-# <prefix>_PARENT_<name> (empty for the first stage and the baselines) and <prefix>_DIR_<name>.
+# <prefix>_PARENT_<name> (empty for the first stage and the baselines), <prefix>_DIR_<name> and
+# <prefix>_MEASURED_AS_<name> and <prefix>_LARGE_STEP_<name> (empty unless declared).
 function(flashsteps_read_stage_list file prefix)
   file(READ "${file}" json)
   foreach(kind stages baselines)
@@ -200,10 +254,21 @@ function(flashsteps_read_stage_list file prefix)
         string(JSON name GET "${json}" ${kind} ${i} name)
         string(JSON dir GET "${json}" ${kind} ${i} dir)
         set(parent "")
+        set(measured_as "")
         if(kind STREQUAL "stages")
           string(JSON parent GET "${json}" ${kind} ${i} parent)
+          string(JSON measured_as ERROR_VARIABLE absent GET "${json}" ${kind} ${i} measured_as)
+          if(absent)
+            set(measured_as "")
+          endif()
+          string(JSON large_step ERROR_VARIABLE absent GET "${json}" ${kind} ${i} large_step)
+          if(absent)
+            set(large_step "")
+          endif()
+          set(${prefix}_LARGE_STEP_${name} "${large_step}" PARENT_SCOPE)
         endif()
         list(APPEND names ${name})
+        set(${prefix}_MEASURED_AS_${name} "${measured_as}" PARENT_SCOPE)
         set(${prefix}_PARENT_${name} "${parent}" PARENT_SCOPE)
         set(${prefix}_DIR_${name} "${dir}" PARENT_SCOPE)
       endforeach()

@@ -36,11 +36,19 @@ for src in "${sources[@]}"; do
   for arch in sm_80 sm_90a; do
     # Stage 07 is Hopper-only; everything else builds for both.
     if [[ "$src" == stages/07_* && "$arch" != sm_90a ]]; then continue; fi
-    if [[ ! -f "$work/base/$src" ]]; then
+    # A source renamed since BASE (git mv stages/06_registers stages/06c_swizzle) is compared
+    # with its old path, which git's rename detection names.
+    old=$src
+    if [[ ! -f "$work/base/$old" ]]; then
+      old=$(git -C "$root" diff -M --diff-filter=R --name-status "$base" -- |
+        awk -F'\t' -v new="$src" '$3 == new { print $2 }')
+    fi
+    if [[ -z "$old" || ! -f "$work/base/$old" ]]; then
       echo "new        $src ($arch): not in $base"
       continue
     fi
-    ptx "$work/base" "$src" "$arch" "$work/a.ptx"
+    [[ "$old" == "$src" ]] || echo "renamed    $old -> $src"
+    ptx "$work/base" "$old" "$arch" "$work/a.ptx"
     ptx "$root" "$src" "$arch" "$work/b.ptx"
     if cmp -s "$work/a.ptx" "$work/b.ptx"; then
       echo "identical  $src ($arch)"

@@ -2,9 +2,10 @@
 // Nsight Compute diff, from the files one GPU run commits under book/data/<gpu>/<run-id>/.
 //
 //   fs_table table RUN_DIR [--format console|markdown] [-o FILE] [--stage-list FILE]
-//   fs_table book RUN_DIR OUT_DIR [--stage-list FILE]
+//   fs_table book RUN_DIR OUT_DIR [--stage-list FILE] [--ptx DIR]
 //   fs_table ncu-diff BEFORE.csv AFTER.csv
-//   fs_table status RUN_DIR [--readme FILE [--check]] [--stage-list FILE]
+//   fs_table steps [--check] [--stage-list FILE]
+//   fs_table status RUN_DIR [--readme FILE [--check]] [--stage-list FILE] [--ptx DIR]
 //   fs_table emu-compare RUN_DIR [--emu-dir DIR] [--bands FILE] [--format F] [-o FILE]
 //
 // RUN_DIR is a run folder, or book/data itself: then its CURRENT file names the run. The tables
@@ -76,8 +77,9 @@ int ncu_diff_command(const std::string& before, const std::string& after) {
 // README's status table: printed, written into README's status block, or (--check) compared
 // with it.
 int status_command(const std::string& run_dir, const std::string& readme_file, bool check,
-                   const StageList& stages) {
-  const RunData run = load_run(run_dir, stages);
+                   const StageList& stages, const std::string& ptx_dir) {
+  RunData run = load_run(run_dir, stages);
+  run.ptx_dir = ptx_dir;
   // README sits at the repository's root: the chapters that explain a slower stage are there.
   const std::string block = status_block(
       run, readme_file.empty()
@@ -96,7 +98,7 @@ int status_command(const std::string& run_dir, const std::string& readme_file, b
     std::cerr << "fs_table: " << readme_file << "'s status table is not what "
               << (run.empty() ? std::string("the absence of a run") : "run " + run.label)
               << " gives; regenerate it with: fs_table status " << run_dir << " --readme "
-              << readme_file << '\n';
+              << readme_file << (ptx_dir.empty() ? "" : " --ptx " + ptx_dir) << '\n';
     return kExitInput;
   }
   emit(updated, readme_file);
@@ -109,9 +111,12 @@ int emu_compare_command(const std::string& run_dir, const std::string& emu_dir,
                         const std::string& out_file, const StageList& stages) {
   const RunData run = load_run(run_dir, stages);
   if (run.empty()) throw InputError("no run in " + run_dir + ": " + run.missing_reason);
+  // The run's files of a renamed stage carry the name it was measured under (MEASURED_AS).
+  std::vector<std::string> files;
+  for (const std::string& s : stages.names()) files.push_back(run.file_name(s));
   const EmuComparison c = emu_comparison(
-      run.dir, emu_dir.empty() ? run.dir / kEmulatedDir : std::filesystem::path(emu_dir),
-      stages.names(), load_emu_bands(bands_file));
+      run.dir, emu_dir.empty() ? run.dir / kEmulatedDir : std::filesystem::path(emu_dir), files,
+      load_emu_bands(bands_file));
   emit(render(c.table, format == "markdown" ? Format::markdown : Format::console), out_file);
   for (const std::string& f : c.failures)
     std::cerr << "fs_table emu-compare: " << f << '\n';
@@ -120,6 +125,21 @@ int emu_compare_command(const std::string& run_dir, const std::string& emu_dir,
     return kExitInput;
   }
   return c.failures.empty() ? 0 : kExitInput;
+}
+
+// Every step's size (steps section of table.hpp); --check: exit 1 naming each step above the
+// limit that does not say why, or that says why and is not above it.
+int steps_command(const StageList& stages, bool check) {
+  const auto steps = step_sizes(stages, FS_TABLE_SOURCE_DIR);
+  std::cout << render(steps_table(steps), Format::console);
+  int problems = 0;
+  for (const StepSize& s : steps) {
+    if (const std::string p = step_problem(s); !p.empty()) {
+      std::cerr << "fs_table steps: " << p << '\n';
+      ++problems;
+    }
+  }
+  return check && problems ? kExitInput : 0;
 }
 
 }  // namespace
@@ -132,7 +152,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   const auto formats = CLI::IsMember({"console", "markdown"});
 
-  std::string run_dir, out_dir, out_file, format = "console", before, after, stage_list_file;
+  std::string run_dir, out_dir, out_file, format = "console", before, after, stage_list_file,
+                                          ptx_dir;
+  const std::string ptx_help =
+      "this build's PTX hashes, <stage>.tsv (<build>/ptx, tests/ptx-manifest.sh): whether each "
+      "stage's kernels are still the ones the run measured";
   const std::string stage_list_help =
       "the stage tree (stages.json, written by the build); default: the copy built in "
       "from " FS_TABLE_STAGE_LIST;
@@ -154,6 +178,7 @@ int main(int argc, char** argv) {
       ->required();
   book->add_option("OUT_DIR", out_dir, "folder for the fragments (created)")->required();
   book->add_option("--stage-list", stage_list_file, stage_list_help);
+  book->add_option("--ptx", ptx_dir, ptx_help);
 
   auto* diff = app.add_subcommand("ncu-diff", "compare two Nsight Compute CSVs metric by metric");
   diff->add_option("BEFORE", before, "ncu CSV of the earlier stage")->required();
@@ -168,6 +193,15 @@ int main(int argc, char** argv) {
   status->add_option("--readme", readme_file, "rewrite the status block of this README in place");
   status->add_flag("--check", check, "with --readme: only compare, exit 1 when it differs");
   status->add_option("--stage-list", stage_list_file, stage_list_help);
+  status->add_option("--ptx", ptx_dir, ptx_help);
+
+  bool steps_check = false;
+  auto* steps = app.add_subcommand(
+      "steps", "each stage's code lines against its parent's: added, removed, % new");
+  steps->add_flag("--check", steps_check,
+                  "exit 1 when a step above " + std::to_string(kMaxStepPercent) +
+                      "% new does not declare LARGE_STEP, or one that declares it is not above");
+  steps->add_option("--stage-list", stage_list_file, stage_list_help);
 
   std::string emu_dir, bands_file = FS_TABLE_BENCH_DIR "/emu-bands.txt";
   auto* emu = app.add_subcommand(
@@ -193,9 +227,10 @@ int main(int argc, char** argv) {
     if (*diff) return ncu_diff_command(before, after);
     const StageList stages = stage_list(stage_list_file);
     if (*table) return table_command(run_dir, format, out_file, stages);
-    if (*status) return status_command(run_dir, readme_file, check, stages);
+    if (*status) return status_command(run_dir, readme_file, check, stages, ptx_dir);
+    if (*steps) return steps_command(stages, steps_check);
     if (*emu) return emu_compare_command(run_dir, emu_dir, bands_file, format, out_file, stages);
-    const BookResult r = write_book(run_dir, out_dir, stages);
+    const BookResult r = write_book(run_dir, out_dir, stages, ptx_dir);
     for (const std::string& w : r.warnings)
       std::cerr << "fs_table: warning: " << w << '\n';
     if (!r.missing_reason.empty()) {

@@ -6,6 +6,7 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <vector>
 
 #include "flashsteps/cuda_check.hpp"
 #include "flashsteps/device_tensors.hpp"
@@ -215,19 +216,24 @@ constexpr const char* kEmulatedMeaning =
 int print_layout(const Stage& stage, std::ostream& out) {
   const std::string_view name = stage.name();
   out << "stage    " << name << " — " << stage.title() << "\n\n";
-  if (name == "06_registers" || name == "07_hopper") {
-    out << fsemu::mma_m16n8k16_layout_report();
-    if (name == "07_hopper") out << '\n' << fsemu::wgmma_m64nNk16_layout_report(16);
+  const std::vector<FragmentLayout> layouts = stage.fragment_layouts();
+  if (!layouts.empty()) {
+    const char* sep = "";
+    for (FragmentLayout l : layouts) {
+      out << sep
+          << (l == FragmentLayout::mma_m16n8k16 ? fsemu::mma_m16n8k16_layout_report()
+                                                : fsemu::wgmma_m64nNk16_layout_report(16));
+      sep = "\n";
+    }
     out << "\n(probed from emu/include/fsemu/model/tensor_core.hpp, the emulator's reading of the "
            "PTX ISA's\nfragment tables; emu/include/fsemu/layout.hpp says how)\n";
     return kExitOk;
   }
   out << "fragment layouts are not part of " << name << "'s lesson.\n"
-      << "Stages 00 and 01 use no tensor cores; 02 to 05 reach them through WMMA, whose\n"
-         "fragment layout the API keeps opaque (a kernel may not depend on which lane holds\n"
-         "which element). 06_registers (mma.sync m16n8k16) and 07_hopper (also wgmma\n"
-         "m64nNk16) address fragments lane by lane: their runners print the layouts with\n"
-         "--emulate --layout.\n";
+      << "Its kernels address no tensor-core fragment lane by lane: they use no tensor cores,\n"
+         "or reach them through WMMA, whose fragment layout the API keeps opaque (a kernel may\n"
+         "not depend on which lane holds which element). The stages whose kernels do (mma.sync\n"
+         "m16n8k16, wgmma m64nNk16) print those layouts with --emulate --layout.\n";
   return kExitOk;
 }
 

@@ -126,20 +126,20 @@ flashsteps_fault(05_missing_zero_fill STAGE 05_warp_specialized
   TO   [=[      // (planted fault: the zero fill is gone)]=]
   EXPECT "[1-9][0-9]* NaN \\(poison or computed\\)" TESTS "every head dimension*")
 
-# ---- 06_registers -----------------------------------------------------------------------------
-flashsteps_fault(06_swapped_b_fragment STAGE 06_registers
+# ---- 06c_swizzle ------------------------------------------------------------------------------
+flashsteps_fault(06c_swapped_b_fragment STAGE 06c_swizzle
   BREAKS "the two B registers of S's even n8 tiles are swapped (k 0-7 and 8-15 exchanged)"
   FROM [=[        ptx::mma_m16n8k16<T>(s_acc[2 * np], q_frag[kk], {kb[0], kb[1]});]=]
   TO   [=[        ptx::mma_m16n8k16<T>(s_acc[2 * np], q_frag[kk], {kb[1], kb[0]});]=]
   EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
 
-flashsteps_fault(06_wrong_swizzle STAGE 06_registers
+flashsteps_fault(06c_wrong_swizzle STAGE 06c_swizzle
   BREAKS "the swizzle XORs with r % 4, not r % 8: the copies and ldmatrix offsets disagree"
   FROM [=[  return r * kD + ((c ^ (r % 8)) * 8);]=]
   TO   [=[  return r * kD + ((c ^ (r % 4)) * 8);]=]
   EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
 
-flashsteps_fault(06_missing_barrier STAGE 06_registers
+flashsteps_fault(06c_missing_barrier STAGE 06c_swizzle
   BREAKS "the tile's only block-wide barrier is gone: other threads' copies are not known to have landed"
   FROM [=[    __syncthreads();
     prefetch(j + kStages - 1);]=]
@@ -147,7 +147,7 @@ flashsteps_fault(06_missing_barrier STAGE 06_registers
     prefetch(j + kStages - 1);]=]
   EXPECT "[1-9][0-9]* NaN \\(poison or computed\\)" TESTS "a non-default softmax scale")
 
-flashsteps_fault(06_unmasked_tiles_off_by_one STAGE 06_registers
+flashsteps_fault(06c_unmasked_tiles_off_by_one STAGE 06c_swizzle
   BREAKS "Tc_full rounds up: the diagonal tile takes the unmasked path"
   FROM [=[  const int Tc_full = kv_full / Bc;  // tiles 0 .. Tc_full-1 need no mask (<= Tc_i)]=]
   TO   [=[  const int Tc_full = (kv_full + Bc - 1) / Bc;]=]

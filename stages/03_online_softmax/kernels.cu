@@ -289,13 +289,8 @@ __global__ void __launch_bounds__(OnlineSoftmaxTraits<kD>::kThreads)
 
 }  // namespace
 
-template <class T, class Tile, bool kCausal>
-Kernel::Fn<T> Kernel::of() {
-  return fused_attention_kernel<T, Tile::D, kCausal>;
-}
-FS_EXPORT_KERNELS(__half, OnlineSoftmaxTraits<64>)
-FS_EXPORT_KERNELS(__half, OnlineSoftmaxTraits<128>)
-FS_EXPORT_KERNELS(__nv_bfloat16, OnlineSoftmaxTraits<64>)
-FS_EXPORT_KERNELS(__nv_bfloat16, OnlineSoftmaxTraits<128>)
+FS_DEFINE_KERNEL_OF(fused_attention_kernel<T, Tile::D, kCausal>)
+FS_EXPORT_KERNELS(OnlineSoftmaxTraits<64>)
+FS_EXPORT_KERNELS(OnlineSoftmaxTraits<128>)
 
 }  // namespace flashsteps::online_softmax

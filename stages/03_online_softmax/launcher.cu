@@ -20,12 +20,8 @@ class OnlineSoftmaxStage final : public FusedStage<OnlineSoftmaxStage, online_so
   static constexpr const char* kSmemHolds = "";
 
   /// One tile per head dim, the same on every device.
-  template <class F>
-  static decltype(auto) with_tile(std::int64_t head_dim, const DeviceInfo&, F&& f) {
-    return HeadDims::dispatch(head_dim, [&]<int kD>() -> decltype(auto) {
-      return f.template operator()<online_softmax::OnlineSoftmaxTraits<kD>>();
-    });
-  }
+  template <int kD>
+  using TileFor = online_softmax::OnlineSoftmaxTraits<kD>;
   template <class Tile>
   static std::string tile_tag() {
     return std::string("d") + std::to_string(Tile::D);

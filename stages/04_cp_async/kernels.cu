@@ -376,15 +376,9 @@ __global__ void __launch_bounds__(Tile::kThreads)
 
 }  // namespace
 
-template <class T, class Tile, bool kCausal>
-Kernel::Fn<T> Kernel::of() {
-  return fused_attention_kernel<T, Tile, kCausal>;
-}
-FS_EXPORT_KERNELS(__half, TileD64)
-FS_EXPORT_KERNELS(__nv_bfloat16, TileD64)
-FS_EXPORT_KERNELS(__half, TileD128)
-FS_EXPORT_KERNELS(__nv_bfloat16, TileD128)
-FS_EXPORT_KERNELS(__half, TileD128Narrow)
-FS_EXPORT_KERNELS(__nv_bfloat16, TileD128Narrow)
+FS_DEFINE_KERNEL_OF(fused_attention_kernel<T, Tile, kCausal>)
+FS_EXPORT_KERNELS(TileD64)
+FS_EXPORT_KERNELS(TileD128)
+FS_EXPORT_KERNELS(TileD128Narrow)
 
 }  // namespace flashsteps::cp_async

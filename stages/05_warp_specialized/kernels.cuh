@@ -149,23 +149,8 @@ static_assert(TileD64::kSmemBytes <= 99 * 1024 && TileD128Narrow::kSmemBytes <= 
 static_assert(TileD128::kSmemBytes <= 163 * 1024,
               "the wide D = 128 tile fits A100's (sm_80) 163 KiB opt-in limit");
 
-/// Shape parameters of one launch. Row counts are 32-bit (Problem limits them to 2^30);
-/// offsets into the tensors are computed in 64 bits inside the kernel.
-struct Shape {
-  std::int64_t bh;   // B * H
-  int sq, skv;       // Sq, Skv
-  int tr;            // Tr = ceil(Sq / Br): query blocks per head
-  float scale_log2;  // softmax scale * log2(e)
-};
-
-/// What kernels.cu exports to the launcher (flashsteps/fused_stage.cuh): the kernel's signature
-/// and its __global__ function for each variant <dtype, tile, causal> the launcher runs.
-struct Kernel {
-  using Shape = warp_specialized::Shape;
-  template <class T>
-  using Fn = FusedKernel<T, Shape>;
-  template <class T, class Tile, bool kCausal>
-  static Fn<T> of();
-};
+/// What kernels.cu exports to the launcher (flashsteps/fused_stage.cuh): the launch's Shape and
+/// the kernel's __global__ function for each variant <dtype, tile, causal> the launcher runs.
+FS_FUSED_KERNEL_EXPORTS(FusedKernel)
 
 }  // namespace flashsteps::warp_specialized

@@ -125,23 +125,12 @@ using TileFor = std::conditional_t<kD == 64, TileD64, TileD128>;
 //! [configs]
 static_assert(TileD64::Br == TileD128::Br, "Tr is computed once for every head dim");
 
-/// Shape parameters of one launch. Row counts are 32-bit (Problem limits them to 2^30).
-struct Shape {
-  std::int64_t bh;   // B * H
-  int sq, skv;       // Sq, Skv
-  int tr;            // Tr = ceil(Sq / Br): query blocks per head
-  float scale_log2;  // softmax scale * log2(e)
-};
+/// The kernel's signature: the four tensor maps the launcher encodes (Q, K, V, O), LSE, the shape.
+template <class T, class Shape>
+using TensorMapKernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, float*, Shape);
 
-/// What kernels.cu exports to the launcher (flashsteps/fused_stage.cuh): the kernel's signature
-/// (the four tensor maps the launcher encodes, LSE, the shape) and its __global__ function for each
-/// variant <dtype, tile, causal> the launcher runs.
-struct Kernel {
-  using Shape = hopper::Shape;
-  template <class T>
-  using Fn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, float*, Shape);
-  template <class T, class Tile, bool kCausal>
-  static Fn<T> of();
-};
+/// What kernels.cu exports to the launcher (flashsteps/fused_stage.cuh): the launch's Shape and
+/// the kernel's __global__ function for each variant <dtype, tile, causal> the launcher runs.
+FS_FUSED_KERNEL_EXPORTS(TensorMapKernel)
 
 }  // namespace flashsteps::hopper

@@ -68,6 +68,11 @@ class HopperStage final : public FusedStage<HopperStage, hopper::Kernel> {
   // wgmma and setmaxnreg exist only in the sm_90a target; TMA and mbarrier expect_tx need sm_90.
   int min_compute_capability() const override { return 90; }
   std::string gpu_requirement() const override { return "sm_90a (H100/H200)"; }
+  // P is repacked from wgmma's D fragment into mma.sync's A layout: `--emulate --layout` prints
+  // both.
+  std::vector<FragmentLayout> fragment_layouts() const override {
+    return {FragmentLayout::mma_m16n8k16, FragmentLayout::wgmma_m64nNk16};
+  }
 
   Support supports(const Problem& p, const DeviceInfo& dev) const override {
     // "At least 9.0" is not enough: sm_90a machine code (the "a" = arch-specific features wgmma,
@@ -93,12 +98,8 @@ class HopperStage final : public FusedStage<HopperStage, hopper::Kernel> {
   static constexpr const char* kSmemHolds = "Q and a ring of K/V stages";
 
   /// One tile per head dim, the same on every device.
-  template <class F>
-  static decltype(auto) with_tile(std::int64_t head_dim, const DeviceInfo&, F&& f) {
-    return HeadDims::dispatch(head_dim, [&]<int kD>() -> decltype(auto) {
-      return f.template operator()<hopper::TileFor<kD>>();
-    });
-  }
+  template <int kD>
+  using TileFor = hopper::TileFor<kD>;
 
   /// The kernel reads and writes through tensor maps: host-side encoding only (no allocation, no
   /// synchronization), four 128-byte kernel parameters. (The grid limit supports() checks,

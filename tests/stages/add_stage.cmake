@@ -32,11 +32,15 @@ if(ORPHAN)
 endif()
 
 # The one line a new stage needs (its folder would sit next to the others; nothing is compiled
-# here). Its parent is not the last stage, so "parent" and "listed before" differ.
-flashsteps_add_stage(08_throwaway SOURCES kernels.cu launcher.cu PARENT 06_registers)
-
+# here). Its parent is not the last stage, so "parent" and "listed before" differ. Its folder is a
+# copy of its parent's kernels, so its step is empty.
+list(GET built_STAGES -2 throwaway_parent)
 file(REMOVE_RECURSE "${WORK}")
-file(MAKE_DIRECTORY "${WORK}")
+file(MAKE_DIRECTORY "${WORK}/08_throwaway")
+file(COPY "${ROOT}/${built_DIR_${throwaway_parent}}/kernels.cu"
+          "${ROOT}/${built_DIR_${throwaway_parent}}/kernels.cuh" DESTINATION "${WORK}/08_throwaway")
+flashsteps_add_stage(08_throwaway SOURCES kernels.cu launcher.cu PARENT ${throwaway_parent}
+                     DIR "${WORK}/08_throwaway")
 set(list "${WORK}/stages.json")
 flashsteps_write_stage_list("${list}")
 flashsteps_read_stage_list("${list}" mine)
@@ -52,15 +56,15 @@ if(NOT mine_STAGES STREQUAL expected)
   fail("${list} lists ${mine_STAGES}; expected the build's stages and then 08_throwaway")
 endif()
 foreach(name IN LISTS built_STAGES)
-  foreach(key PARENT DIR)
+  foreach(key PARENT DIR MEASURED_AS LARGE_STEP)
     if(NOT "${mine_${key}_${name}}" STREQUAL "${built_${key}_${name}}")
       fail("${name}'s ${key} is '${mine_${key}_${name}}' here but '${built_${key}_${name}}' in "
            "the build's ${BUILD_LIST}")
     endif()
   endforeach()
 endforeach()
-if(NOT "${mine_PARENT_08_throwaway}" STREQUAL "06_registers")
-  fail("08_throwaway's parent is '${mine_PARENT_08_throwaway}', not 06_registers")
+if(NOT "${mine_PARENT_08_throwaway}" STREQUAL "${throwaway_parent}")
+  fail("08_throwaway's parent is '${mine_PARENT_08_throwaway}', not ${throwaway_parent}")
 endif()
 
 # The new stage's chapter needs its run box and two exercises, one line each, from planted faults
@@ -103,8 +107,11 @@ function(expect file text)
 endfunction()
 set(gen "${WORK}/generated")
 # The new stage's timing table compares it with its parent, and so does its profile diff.
-expect("${gen}/table_08_throwaway.md" "vs `06_registers`")
-expect("${gen}/ncu_diff_08_throwaway.md" "`06_registers` against `08_throwaway`")
+expect("${gen}/table_08_throwaway.md" "vs `${throwaway_parent}`")
+expect("${gen}/ncu_diff_08_throwaway.md" "`${throwaway_parent}` against `08_throwaway`")
+# Its step size against its parent (the same kernels), and its status (no run has measured it).
+expect("${gen}/step_08_throwaway.md" "0 code lines added, 0 removed")
+expect("${gen}/status_08_throwaway.md" "not yet measured on a GPU")
 # Its box runs its emulated runner; its exercises show its faults' change and answer.
 expect("${gen}/run_08_throwaway.md" "build/cpu/stages/stage08 --emulate")
 expect("${gen}/exercise_08_first.md" "    - a = 1;\n    + a = 2;")
@@ -123,5 +130,5 @@ foreach(cmd "table;${ROOT}/book/data;--format;markdown" "status;${ROOT}/book/dat
     fail("fs_table ${sub} --stage-list ${list} has no row for 08_throwaway")
   endif()
 endforeach()
-message(STATUS "add_stage.cmake: 08_throwaway (parent 06_registers) is in the list, the book's "
+message(STATUS "add_stage.cmake: 08_throwaway (parent ${throwaway_parent}) is in the list, the book's "
                "fragments and fs_table's tables")

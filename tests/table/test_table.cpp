@@ -10,11 +10,13 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
 #include <sstream>
 
 #include "fs_table/table.hpp"
+#include "temp_dir.hpp"
 
 #include "build_stages.hpp"
 
@@ -35,20 +37,6 @@ constexpr const char* kA = "b32_h32_sq512_skv512_d64_fp16";            // 2^36 F
 constexpr const char* kB = "b16_h32_sq1024_skv1024_d64_fp16";          // 2^37 FLOPs
 constexpr const char* kC = "b16_h16_sq1024_skv1024_d128_fp16_causal";  // 2^36 FLOPs
 constexpr const char* kD = "b1_h8_sq512_skv512_d64_fp16";              // 2^29 FLOPs
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "fs_table_test_XXXXXX").string();
-    REQUIRE(mkdtemp(t.data()) != nullptr);
-    path = t;
-  }
-  ~TempDir() { fs::remove_all(path); }
-  void write(const std::string& name, const std::string& text) const {
-    fs::create_directories((path / name).parent_path());
-    std::ofstream(path / name) << text;
-  }
-};
 
 std::string read(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -152,7 +140,12 @@ TEST_CASE("the stage list: the build's tree, parents and unreadable lists", "[st
   CHECK(built.parent_of("00_scalar").empty());
   CHECK(built.parent_of("03_online_softmax") == "02_wmma");
   CHECK(built.parent_of("05_warp_specialized") == "04_cp_async");
-  CHECK(built.parent_of("06_registers") == "04_cp_async");
+  // Every stage but the first builds on one listed before it.
+  const std::vector<std::string> names = built.names();
+  for (std::size_t i = 1; i < names.size(); ++i) {
+    const auto before_end = names.begin() + static_cast<std::ptrdiff_t>(i);
+    CHECK(std::find(names.begin(), before_end, built.stages[i].parent) != before_end);
+  }
   CHECK(built.parent_of("sdpa_flash").empty());
   CHECK(built.baselines == std::vector<std::string>{"baseline_cublas"});
 
@@ -168,6 +161,30 @@ TEST_CASE("the stage list: the build's tree, parents and unreadable lists", "[st
                     ContainsSubstring("l.json") && ContainsSubstring("stages"));
   CHECK_THROWS_WITH(load_stage_list(kFixtures / "no_such_list.json"),
                     ContainsSubstring("cannot read"));
+}
+
+TEST_CASE("a renamed stage's measurements and files are read under its MEASURED_AS name",
+          "[stages][run]") {
+  const StageList tree = parse_stage_list(R"({"stages": [
+      {"name": "02_wmma", "parent": null, "dir": "stages/02_wmma"},
+      {"name": "03x_renamed", "parent": "02_wmma", "dir": "stages/03x_renamed",
+       "measured_as": "03_online_softmax", "large_step": "why"}]})",
+                                          "tree.json");
+  CHECK(tree.stages[1].measured_as == "03_online_softmax");
+  CHECK(tree.stages[1].dir == "stages/03x_renamed");
+  CHECK(tree.stages[1].large_step == "why");
+  const RunData run = load_run(kFixtures / "run_full", tree);
+  CHECK(run.has_backend("03x_renamed"));
+  CHECK_FALSE(run.has_backend("03_online_softmax"));
+  CHECK(run.file_name("03x_renamed") == "03_online_softmax");
+  CHECK(run.file_name("02_wmma") == "02_wmma");
+  // Its timing table and its profile come from the old name's entries and
+  // ncu_03_online_softmax.csv.
+  CHECK_THAT(render(stage_table(run, "03x_renamed", DType::fp16), Format::markdown),
+             ContainsSubstring("`03x_renamed`"));
+  const Measured m = measure(run, "03x_renamed", "ncu:launch__registers_per_thread");
+  REQUIRE(m.value);
+  CHECK(*m.value == 128);
 }
 
 TEST_CASE("a stage is compared with its parent, not with the stage listed before it",
@@ -539,7 +556,7 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
                                        "plot_stages.dat", "plot_stages.svg", "plot_seqlen.dat",
                                        "plot_seqlen.svg"};
   for (const std::string& s : build_stages().names()) {
-    for (const char* kind : {"table_", "ncu_", "ncu_diff_", "verdict_", "emu_"}) {
+    for (const char* kind : {"table_", "ncu_", "ncu_diff_", "verdict_", "emu_", "step_", "status_"}) {
       expected.push_back(kind + std::string(s) + ".md");
     }
   }
@@ -552,6 +569,10 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
     } else if (f.ends_with(".dat")) {
       CHECK_THAT(read(out.path / f), StartsWith("# No measurement committed yet") &&
                                          ContainsSubstring("bench/gpu-check.sh"));
+    } else if (f.starts_with("step_")) {  // from the sources: there with or without a run
+      CHECK_THAT(read(out.path / f), StartsWith("Step size"));
+    } else if (f.starts_with("status_")) {
+      CHECK_THAT(read(out.path / f), ContainsSubstring("not yet measured on a GPU"));
     } else if (f != "ncu_diff_00_scalar.md") {
       CHECK_THAT(read(out.path / f), ContainsSubstring("No measurement committed yet") &&
                                          ContainsSubstring("`bench/gpu-check.sh`"));

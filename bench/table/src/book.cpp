@@ -165,7 +165,7 @@ std::string provenance_page(const RunData& run) {
 // --- Nsight Compute fragments -------------------------------------------------------------
 
 fs::path ncu_csv(const RunData& run, std::string_view stage) {
-  return run.dir / ("ncu_" + std::string(stage) + ".csv");
+  return run.dir / ("ncu_" + run.file_name(stage) + ".csv");
 }
 
 // "at `--batch 16 ...` on `NVIDIA H100`, `ncu 2025.1`": what profile.sh recorded next to a CSV.
@@ -465,9 +465,9 @@ static std::string emu_compare_page(const RunData& run, const std::vector<std::s
                                     const std::vector<MetricSpec>& metrics) {
   if (run.empty()) return no_measurement(plain("the emulated counts against a profile"));
   // A stage the GPU run did not profile: its emulated counts alone, marked as such.
-  if (const fs::path emu = run.dir / kEmulatedDir / ("emu_" + stages.front() + ".csv");
+  if (const fs::path emu = run.dir / kEmulatedDir / ("emu_" + run.file_name(stages.front()) + ".csv");
       stages.size() == 1 && fs::exists(emu) &&
-      !fs::exists(run.dir / ("ncu_" + stages.front() + ".csv"))) {
+      !fs::exists(run.dir / ("ncu_" + run.file_name(stages.front()) + ".csv"))) {
     Table t = ncu_table(load_ncu_csv(emu), metrics);
     t.caption = plain("Emulated counts of ") + code(stages.front()) +
                 plain(
@@ -475,7 +475,10 @@ static std::string emu_compare_page(const RunData& run, const std::vector<std::s
                     "measurement");
     return md(t) + '\n';
   }
-  const EmuComparison c = emu_comparison(run.dir, run.dir / kEmulatedDir, stages,
+  // The run's files of a renamed stage carry the name it was measured under (MEASURED_AS).
+  std::vector<std::string> files;
+  for (const std::string& s : stages) files.push_back(run.file_name(s));
+  const EmuComparison c = emu_comparison(run.dir, run.dir / kEmulatedDir, files,
                                          load_emu_bands(FS_TABLE_BENCH_DIR "/emu-bands.txt"));
   if (c.table.rows.empty())
     return md(plain("This run has no emulated counts (") + code("emu_<stage>.csv") + plain("); ") +
@@ -487,9 +490,11 @@ static std::string emu_compare_page(const RunData& run, const std::vector<std::s
   return out;
 }
 
-BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const StageList& stages) {
+BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const StageList& stages,
+                      const fs::path& ptx_dir) {
   const auto metrics = load_metric_set(FS_TABLE_BENCH_DIR "/ncu-metrics.txt");
-  const RunData run = load_run(run_dir, stages);
+  RunData run = load_run(run_dir, stages);
+  run.ptx_dir = ptx_dir;
   fs::create_directories(out_dir);
   Writer w{out_dir, {}};
 
@@ -502,7 +507,10 @@ BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const St
             md(run_caption(run)) + "\n\n" + comparison_report(run, kDType, Format::markdown));
     w.write("provenance.md", provenance_page(run));
   }
+  for (const StepSize& s : step_sizes(run.stages, FS_TABLE_SOURCE_DIR))
+    w.write("step_" + s.stage + ".md", md(step_text(s)) + "\n");
   for (const std::string& stage : run.stages.names()) {
+    w.write("status_" + stage + ".md", status_fragment(run, stage));
     if (run.empty()) {
       const std::string parent = run.stages.parent_of(stage);
       w.write("table_" + stage + ".md", no_measurement(plain("the timing of ") + code(stage)));

@@ -31,6 +31,11 @@ const Measurement* RunData::find(std::string_view backend, const Problem& shape)
   return nullptr;
 }
 
+std::string RunData::file_name(std::string_view stage) const {
+  const auto it = measured_as.find(std::string(stage));
+  return it == measured_as.end() ? std::string(stage) : it->second;
+}
+
 bool RunData::has_backend(std::string_view backend) const {
   return std::any_of(measurements.begin(), measurements.end(),
                      [&](const Measurement& m) { return m.backend == backend; });
@@ -56,8 +61,10 @@ StageList parse_stage_list(const std::string& json, const std::string& origin) {
     const auto j = nlohmann::json::parse(json);
     for (const auto& e : j.at("stages")) {
       const auto& parent = e.value("parent", nlohmann::json());
-      list.stages.push_back(
-          {e.at("name").get<std::string>(), parent.is_null() ? "" : parent.get<std::string>()});
+      list.stages.push_back({e.at("name").get<std::string>(),
+                             parent.is_null() ? "" : parent.get<std::string>(),
+                             e.value("measured_as", std::string()), e.value("dir", std::string()),
+                             e.value("large_step", std::string())});
     }
     for (const auto& e : j.value("baselines", nlohmann::json::array()))
       list.baselines.push_back(e.at("name").get<std::string>());
@@ -258,6 +265,24 @@ RunData load_run(const fs::path& dir, StageList stages) {
       }
     } catch (const nlohmann::json::exception& e) {
       throw InputError(path.string() + ": " + e.what());
+    }
+  }
+  // A stage renamed since this run (MEASURED_AS): when the run holds nothing under its name and
+  // something under its old one, its measurements take the stage's name and its files are read
+  // under the old name.
+  const auto holds = [&](const std::string& name) {
+    if (run.has_backend(name)) return true;
+    for (const auto& entry : fs::directory_iterator(run.dir)) {
+      const std::string f = entry.path().stem().string();
+      if (f.size() > name.size() && f.ends_with("_" + name)) return true;
+    }
+    return false;
+  };
+  for (const StageList::Stage& s : run.stages.stages) {
+    if (s.measured_as.empty() || holds(s.name) || !holds(s.measured_as)) continue;
+    run.measured_as[s.name] = s.measured_as;
+    for (Measurement& m : run.measurements) {
+      if (m.backend == s.measured_as) m.backend = s.name;
     }
   }
   if (run.measurements.empty() && run.peaks.empty()) {

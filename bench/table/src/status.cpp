@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace flashsteps::table {
@@ -25,7 +26,7 @@ std::vector<std::string> lines_of(const fs::path& file) {
 
 SuiteResult suite_result(const RunData& run, std::string_view stage) {
   // "=== test_<stage>: exit <rc>" closes each test binary's output (bench/run.sh).
-  const std::string marker = "=== test_" + std::string(stage) + ": exit ";
+  const std::string marker = "=== test_" + run.file_name(stage) + ": exit ";
   for (const std::string& line : lines_of(run.dir / "tests.log")) {
     if (line.rfind(marker, 0) != 0) continue;
     const std::string rc = line.substr(marker.size());
@@ -37,7 +38,7 @@ SuiteResult suite_result(const RunData& run, std::string_view stage) {
 }
 
 std::optional<SanitizerResult> sanitizer_result(const RunData& run, std::string_view stage) {
-  const fs::path log = run.dir / ("sanitizers_" + std::string(stage) + ".log");
+  const fs::path log = run.dir / ("sanitizers_" + run.file_name(stage) + ".log");
   if (!fs::exists(log)) return std::nullopt;
   SanitizerResult r;
   for (const std::string& line : lines_of(log)) {
@@ -48,14 +49,166 @@ std::optional<SanitizerResult> sanitizer_result(const RunData& run, std::string_
   return r;
 }
 
+namespace {
+
+struct PtxManifest {
+  std::string nvcc;    ///< the header's compiler and arch
+  std::string commit;  ///< the header's commit (a manifest made with --rev)
+  // source -> mangled name -> (hash, readable name)
+  std::map<std::string, std::map<std::string, std::pair<std::string, std::string>>> kernels;
+};
+
+PtxManifest load_manifest(const fs::path& file) {
+  PtxManifest m;
+  for (const std::string& line : lines_of(file)) {
+    std::vector<std::string> f;
+    std::istringstream in(line);
+    for (std::string field; std::getline(in, field, '\t');)
+      f.push_back(field);
+    if (f.size() >= 3 && f[0] == "# nvcc") {
+      m.nvcc = f[1] + ", " + f[2];
+      if (f.size() >= 4) m.commit = f[3];
+    } else if (f.size() == 4 && !line.starts_with("#")) {
+      m.kernels[f[0]][f[1]] = {f[2], f[3]};
+    } else if (!line.empty()) {
+      throw InputError(file.string() + ": not a line of tests/ptx-manifest.sh: " + line);
+    }
+  }
+  return m;
+}
+
+std::string short_commit(const RunData& run) {
+  return context_text(run.provenance, "git_commit");
+}
+
+}  // namespace
+
+KernelIdentity kernel_identity(const RunData& run, std::string_view stage) {
+  KernelIdentity id;
+  id.commit = short_commit(run);
+  if (run.empty() || !run.has_backend(stage)) {
+    id.state = KernelIdentity::State::not_measured;
+    return id;
+  }
+  // The run's hashes as this build's nvcc makes them (<build>/ptx/measured.tsv, when it is this
+  // run's commit's), else the committed ones.
+  fs::path manifest_file = run.dir / kPtxManifest;
+  if (const fs::path rebuilt = run.ptx_dir / "measured.tsv";
+      !run.ptx_dir.empty() && fs::exists(rebuilt) && !id.commit.empty()) {
+    const std::string c = load_manifest(rebuilt).commit;
+    if (!c.empty() && (c.starts_with(id.commit) || id.commit.starts_with(c)))
+      manifest_file = rebuilt;
+  }
+  const fs::path current_file = run.ptx_dir / (std::string(stage) + ".tsv");
+  if (!fs::exists(manifest_file)) {
+    id.reason = "the run folder has no " + std::string(kPtxManifest);
+    return id;
+  }
+  if (run.ptx_dir.empty() || !fs::exists(current_file)) {
+    id.reason = "this build's PTX hashes were not given (fs_table --ptx)";
+    return id;
+  }
+  const PtxManifest then = load_manifest(manifest_file), now = load_manifest(current_file);
+  if (then.nvcc != now.nvcc) {
+    id.reason = "the run's hashes are of " + then.nvcc + ", this build's of " + now.nvcc;
+    return id;
+  }
+  if (now.kernels.size() != 1) {
+    id.reason = current_file.string() + " holds " + std::to_string(now.kernels.size()) +
+                " sources, not one";
+    return id;
+  }
+  // Today's source, under the folder name the run had (MEASURED_AS).
+  std::string source = now.kernels.begin()->first;
+  if (const std::string old = run.file_name(stage); old != stage) {
+    const std::string from = "/" + std::string(stage) + "/", to = "/" + old + "/";
+    if (const auto at = source.find(from); at != std::string::npos)
+      source.replace(at, from.size(), to);
+  }
+  const auto it = then.kernels.find(source);
+  if (it == then.kernels.end()) {
+    id.reason = std::string(kPtxManifest) + " has no " + source;
+    return id;
+  }
+  const auto& a = it->second;
+  const auto& b = now.kernels.begin()->second;
+  for (const auto& [name, hr] : b) {
+    const auto old = a.find(name);
+    if (old == a.end())
+      id.changed.push_back(hr.second + " (new)");
+    else if (old->second.first != hr.first)
+      id.changed.push_back(hr.second);
+  }
+  for (const auto& [name, hr] : a) {
+    if (!b.contains(name)) id.changed.push_back(hr.second + " (gone)");
+  }
+  id.state = id.changed.empty() ? KernelIdentity::State::identical : KernelIdentity::State::changed;
+  return id;
+}
+
+Text stage_status(const RunData& run, std::string_view stage) {
+  const KernelIdentity id = kernel_identity(run, stage);
+  if (id.state == KernelIdentity::State::not_measured) {
+    Text t = plain("not yet measured on a GPU");
+    const auto predictions =
+        load_predictions(fs::path(FS_TABLE_STAGES_DIR) / std::string(stage) / "predictions.csv");
+    for (const Prediction& p : predictions) {
+      if (p.measure.ends_with(std::string(kStatusShape))) {
+        return t + plain("; predicted: ") + plain(p.claim) + plain(" (") + code(p.measure) +
+               plain(")");
+      }
+    }
+    return t + plain(predictions.empty() ? "; no prediction recorded"
+                                         : "; no prediction at this shape (chapter)");
+  }
+  Text t = plain("measured at ") + code(id.commit);
+  if (const std::string old = run.file_name(stage); old != stage) t = t + plain(" as ") + code(old);
+  switch (id.state) {
+    case KernelIdentity::State::identical:
+      return t + plain("; kernels PTX-identical to that commit's");
+    case KernelIdentity::State::changed: {
+      std::string names;
+      for (const std::string& n : id.changed)
+        names += (names.empty() ? "" : ", ") + n;
+      return t + plain("; kernels changed since: ") + code(names);
+    }
+    default:
+      return t + plain("; kernels not compared: " + id.reason);
+  }
+}
+
+std::string status_fragment(const RunData& run, std::string_view stage) {
+  const KernelIdentity id = kernel_identity(run, stage);
+  Text t = plain("Status: ");
+  if (id.state == KernelIdentity::State::not_measured) {
+    t = t + stage_status(run, stage) + plain(". No committed run (") +
+        (run.empty() ? plain("none yet") : code(run.label)) +
+        plain(
+            ") has timed this stage: the numbers in this chapter are predictions, not "
+            "measurements.");
+    return render(t, Format::markdown) + "\n";
+  }
+  t = t + plain("run ") + code(run.label) + plain(", ") + stage_status(run, stage) + plain(".");
+  const Problem shape = *parse_problem_name(kStatusShape);
+  if (const TimeLookup tl = lookup_time(run, stage, shape); tl.m) {
+    t = t + plain(" " + fmt_sig(tl.m->flops_per_second() / 1e12) + " TFLOP/s at ") +
+        code(std::string(kStatusShape)) + plain(".");
+  }
+  if (id.state == KernelIdentity::State::changed) {
+    t = t + plain(" Its numbers are those of the kernels of ") + code(id.commit) +
+        plain(", not of the changed ones.");
+  }
+  return render(t, Format::markdown) + "\n";
+}
+
 Table status_table(const RunData& run) {
   const Problem shape = *parse_problem_name(kStatusShape);
   Table t;
   t.caption = plain("Each stage on this run; speed at ") + code(std::string(kStatusShape)) +
               plain(" (fp16, D = 128, S = 2048, not causal)");
-  t.header = {plain("stage"),   plain("GPU suite"),     plain("sanitizers"),
-              plain("TFLOP/s"), plain("vs sdpa_flash"), plain("vs sdpa_cudnn")};
-  t.numeric = {false, false, false, true, true, true};
+  t.header = {plain("stage"),         plain("GPU suite"),     plain("sanitizers"), plain("TFLOP/s"),
+              plain("vs sdpa_flash"), plain("vs sdpa_cudnn"), plain("status")};
+  t.numeric = {false, false, false, true, true, true, false};
   Footnotes notes;
   std::vector<std::string> rows = run.stages.names();
   rows.insert(rows.end(), run.stages.baselines.begin(), run.stages.baselines.end());
@@ -75,14 +228,18 @@ Table status_table(const RunData& run) {
                                             std::to_string(san->runs) + " runs FAILED")
                                     : plain(std::to_string(san->runs) + " runs, 0 errors"));
     }
+    // A stage no GPU has timed shows no number at all, only its status (and prediction).
+    const bool unmeasured = !sdpa && !run.has_backend(b);
     const TimeLookup t_b = lookup_time(run, b, shape);
-    row.push_back(t_b.m ? plain(fmt_sig(t_b.m->flops_per_second() / 1e12))
-                        : notes.mark(t_b.reason));
+    row.push_back(t_b.m        ? plain(fmt_sig(t_b.m->flops_per_second() / 1e12))
+                  : unmeasured ? plain("-")
+                               : notes.mark(t_b.reason));
     for (const char* ref : {"sdpa_flash", "sdpa_cudnn"}) {
       const TimeLookup t_r = lookup_time(run, ref, shape);
       row.push_back(t_b.m && t_r.m ? plain(fmt_ratio(speedup(t_r.m->median_ms, t_b.m->median_ms)))
                                    : plain("-"));
     }
+    row.push_back(sdpa ? plain("-") : stage_status(run, b));
     t.rows.push_back(std::move(row));
   }
   t.notes = notes.notes();

@@ -63,7 +63,7 @@ Measured missing(std::string why) {
 
 // The emulator's count of a metric at the profile's shape (emu_<stage>.csv), marked emulated.
 Measured emu_value(const RunData& run, const std::string& stage, const std::string& metric) {
-  const fs::path csv = run.dir / kEmulatedDir / ("emu_" + stage + ".csv");
+  const fs::path csv = run.dir / kEmulatedDir / ("emu_" + run.file_name(stage) + ".csv");
   if (!fs::exists(csv)) return missing("no " + csv.filename().string());
   const MetricValue v = stage_value(profiled_pass(load_ncu_csv(csv)), metric);
   if (!v.value) return missing(metric + " not in " + csv.filename().string());
@@ -72,7 +72,7 @@ Measured emu_value(const RunData& run, const std::string& stage, const std::stri
 
 // The profile's value; without one, the emulated count where there is one.
 Measured ncu_value(const RunData& run, const std::string& stage, const std::string& metric) {
-  const fs::path csv = run.dir / ("ncu_" + stage + ".csv");
+  const fs::path csv = run.dir / ("ncu_" + run.file_name(stage) + ".csv");
   Measured m;
   if (!fs::exists(csv)) {
     m = missing("no " + csv.filename().string());

@@ -7,15 +7,18 @@
 // shared-memory opt-in, the one place the runtime dtype, head dim and mask become template
 // arguments, the launch, and the kernel report.
 //
-// The two sides of a stage:
-//   kernels.cuh  declares `struct Kernel`: the launch's Shape, the kernel's signature Fn<T>, and
-//                of<T, Tile, kCausal>(), the kernel's __global__ function for one variant.
-//                kernels.cu defines of() after the kernel and exports every variant it compiles
-//                with FS_EXPORT_KERNELS(T, Tile), one line per dtype and tile.
+// What a fused stage writes, besides its kernel:
+//   kernels.cuh  exports the kernel with one line, FS_FUSED_KERNEL_EXPORTS(<signature>): the
+//                launch's Shape and `struct Kernel` (the signature Fn<T>, and of<T, Tile,
+//                kCausal>(), the kernel's __global__ function for one variant).
+//   kernels.cu   ends with FS_DEFINE_KERNEL_OF(<the kernel of T, Tile, kCausal>) and one
+//                FS_EXPORT_KERNELS(Tile) per tile it compiles (both dtypes, causal and not).
 //   launcher.cu  `class NameStage final : public FusedStage<NameStage, name::Kernel>` says what the
 //                stage decides (the list below) and make_stage() returns it.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -35,11 +38,48 @@ namespace flashsteps {
 template <class T, class Shape>
 using FusedKernel = void (*)(const T*, const T*, const T*, T*, float*, Shape);
 
-/// kernels.cu exports the kernel of dtype T and tile `Tile`, causal and not: explicit
+/// What FS_FUSED_KERNEL_EXPORTS gives a stage's Kernel: its Shape and signature.
+template <class ShapeT, template <class, class> class Signature>
+struct FusedKernelTypes {
+  using Shape = ShapeT;
+  template <class T>
+  using Fn = Signature<T, ShapeT>;
+};
+
+/// kernels.cuh, in the stage's namespace: the launch's Shape and the Kernel the launcher links
+/// against. `Signature`: FusedKernel, or a template <class T, class Shape> alias of the stage's
+/// own. Shape's fields: bh = B * H; sq, skv = Sq, Skv; tr = Tr = ceil(Sq / Br), the query blocks
+/// per head; scale_log2 = the softmax scale * log2(e). Row counts are 32-bit (Problem limits them
+/// to 2^30); offsets into the tensors are computed in 64 bits inside the kernels. Each stage's
+/// Shape is a plain struct of its own (not one shared type, not a derived one), so every kernel
+/// keeps its name and its PTX: a struct with a base class compiles to different PTX.
+#define FS_FUSED_KERNEL_EXPORTS(Signature)                           \
+  struct Shape {                                                     \
+    std::int64_t bh;                                                 \
+    int sq, skv;                                                     \
+    int tr;                                                          \
+    float scale_log2;                                                \
+  };                                                                 \
+  struct Kernel : ::flashsteps::FusedKernelTypes<Shape, Signature> { \
+    template <class T, class Tile, bool kCausal>                     \
+    static Fn<T> of();                                               \
+  };
+
+/// kernels.cu, after the kernel: Kernel::of returns the kernel the expression names for the
+/// variant <T, Tile, kCausal> (fused_attention_kernel<T, Tile, kCausal>).
+#define FS_DEFINE_KERNEL_OF(...)               \
+  template <class T, class Tile, bool kCausal> \
+  Kernel::Fn<T> Kernel::of() {                 \
+    return __VA_ARGS__;                        \
+  }
+
+/// kernels.cu exports the kernels of tile `Tile` for fp16 and bf16, causal and not: explicit
 /// instantiations of Kernel::of, which the launcher links against.
-#define FS_EXPORT_KERNELS(T, Tile)                     \
-  template Kernel::Fn<T> Kernel::of<T, Tile, false>(); \
-  template Kernel::Fn<T> Kernel::of<T, Tile, true>();
+#define FS_EXPORT_KERNELS(Tile)                                                \
+  template Kernel::Fn<__half> Kernel::of<__half, Tile, false>();               \
+  template Kernel::Fn<__half> Kernel::of<__half, Tile, true>();                \
+  template Kernel::Fn<__nv_bfloat16> Kernel::of<__nv_bfloat16, Tile, false>(); \
+  template Kernel::Fn<__nv_bfloat16> Kernel::of<__nv_bfloat16, Tile, true>();
 
 /// Largest grid a fused stage launches: B*H*Tr blocks on gridDim.x.
 inline constexpr std::int64_t kMaxFusedBlocks = 0x7fffffff;
@@ -47,8 +87,9 @@ inline constexpr std::int64_t kMaxFusedBlocks = 0x7fffffff;
 /// A fused stage `S` (the class deriving from this one) provides:
 ///   name(), title()     as every Stage does;
 ///   HeadDims            the head dims its kernels are compiled for (a HeadDims<...>);
-///   with_tile(d, dev, f)  calls f.template operator()<Tile>() with the tile it runs for head
-///                       dim d on device dev: the stage's decision;
+///   TileFor<kD>         the tile it runs for head dim kD, when that is the same on every device;
+///                       or else its own with_tile(d, dev, f), which calls
+///                       f.template operator()<Tile>() with the tile for head dim d on device dev;
 ///   kKernelName         its kernel's name in reports;
 ///   kSmemHolds          what its shared memory holds besides the head dim, for a refusal.
 /// A stage that does something differently declares its own (public) version of:
@@ -122,6 +163,13 @@ class FusedStage : public Stage {
   }
 
   // The defaults a stage may replace (see above).
+  /// One tile per head dim, the same on every device: S::TileFor<kD>.
+  template <class F>
+  static decltype(auto) with_tile(std::int64_t head_dim, const DeviceInfo&, F&& f) {
+    return S::HeadDims::dispatch(head_dim, [&]<int kD>() -> decltype(auto) {
+      return f.template operator()<typename S::template TileFor<kD>>();
+    });
+  }
   template <class Tile>
   static std::string tile_tag() {
     return std::string("d") + std::to_string(Tile::D) + ",bc" + std::to_string(Tile::Bc) + "," +

@@ -11,9 +11,9 @@
 // runner execs its sibling stages/emulated/stageNN, the same runner sources built with
 // FLASHSTEPS_EMULATED_BUILD against the emulator's CUDA runtime. That build times nothing (no
 // latency, TFLOP/s, peak or resources) and says what the emulator proves and what it does not.
-// --layout (with --emulate) prints, for 06_registers and 07_hopper, which lane holds which
-// fragment element of mma.m16n8k16 (and wgmma m64nNk16), probed from the emulator's instruction
-// models (emu/include/fsemu/layout.hpp).
+// --layout (with --emulate) prints, for each fragment layout the stage declares
+// (Stage::fragment_layouts(): mma.m16n8k16, wgmma m64nNk16), which lane holds which fragment
+// element, probed from the emulator's instruction models (emu/include/fsemu/layout.hpp).
 #pragma once
 
 #include <cstdint>

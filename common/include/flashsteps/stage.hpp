@@ -48,6 +48,14 @@ struct KernelLaunchInfo {
   std::size_t smem_bytes;  ///< dynamic shared memory per block
 };
 
+/// A tensor-core fragment layout a stage's kernels address lane by lane (which lane holds which
+/// element of a fragment). WMMA keeps its layout opaque, so a stage that reaches the tensor cores
+/// through WMMA only addresses none.
+enum class FragmentLayout {
+  mma_m16n8k16,    ///< mma.sync.m16n8k16's A, B and C/D fragments
+  wgmma_m64nNk16,  ///< wgmma.mma_async.m64nNk16's D fragment
+};
+
 class Stage {
  public:
   virtual ~Stage() = default;
@@ -63,6 +71,8 @@ class Stage {
   virtual std::string gpu_requirement() const {
     return "sm_" + std::to_string(min_compute_capability()) + " or newer";
   }
+  /// The fragment layouts the stage's lesson is about: `--emulate --layout` prints them.
+  virtual std::vector<FragmentLayout> fragment_layouts() const { return {}; }
   /// Largest sequence length the bench harness times (slow teaching stages cap it).
   virtual std::int64_t bench_max_seq() const { return std::int64_t{1} << 30; }
 

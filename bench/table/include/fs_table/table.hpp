@@ -123,7 +123,10 @@ std::string read_text(const std::filesystem::path& file);
 struct StageList {
   struct Stage {
     std::string name;
-    std::string parent;  ///< empty for the first stage
+    std::string parent;       ///< empty for the first stage
+    std::string measured_as;  ///< the name an older run measured it under (MEASURED_AS), or empty
+    std::string dir;          ///< its folder, relative to the repository
+    std::string large_step;   ///< why its step is above kMaxStepPercent (LARGE_STEP), or empty
   };
   std::vector<Stage> stages;
   std::vector<std::string> baselines;  ///< the build's own (baseline_cublas)
@@ -190,8 +193,17 @@ struct RunData {
   std::map<std::string, Peak> peaks;  ///< by name, e.g. "peak_gemm/fp16"
   std::vector<ResultFile> files;
   std::vector<std::string> warnings;  ///< inconsistencies worth a reader's attention
+  /// Stages this run measured under the name they had then (their MEASURED_AS): stage -> that
+  /// name. Their measurements carry the stage's name here; their files keep the old one.
+  std::map<std::string, std::string> measured_as;
+  /// Where this build's PTX hashes of every stage's kernels are (<stage>.tsv, written by
+  /// tests/ptx-manifest.sh at build time); empty: not known, the kernels are not compared.
+  std::filesystem::path ptx_dir;
 
   bool empty() const { return !missing_reason.empty(); }
+  /// The name under which this run's files hold `stage`: its MEASURED_AS name when the run
+  /// measured it under that name, else `stage` itself ("ncu_" + file_name(s) + ".csv").
+  std::string file_name(std::string_view stage) const;
   const Measurement* find(std::string_view backend, const Problem& shape) const;
   bool has_backend(std::string_view backend) const;
   /// Every stage, the build's baselines and the SDPA backends in order (present or not), then
@@ -434,11 +446,37 @@ struct SanitizerResult {
 /// Absent when the run has no sanitizers_<stage>.log.
 std::optional<SanitizerResult> sanitizer_result(const RunData& run, std::string_view stage);
 
+/// Are a stage's kernels the ones the run measured? The run folder holds the per-kernel PTX hashes
+/// of its commit's sources (kPtxManifest, made by tests/ptx-manifest.sh --rev <commit>), the build
+/// the same hashes of today's sources (RunData::ptx_dir); a stage the run renamed (MEASURED_AS)
+/// is compared under its old folder's name.
+inline constexpr std::string_view kPtxManifest = "ptx_sm_90a.tsv";
+struct KernelIdentity {
+  enum class State {
+    not_measured,  ///< the run has no timing of the stage
+    identical,     ///< every kernel's PTX (and the PTX around them) is the run's commit's
+    changed,       ///< `changed` names what differs
+    unknown,       ///< not compared: `reason` says why
+  };
+  State state = State::unknown;
+  std::string commit;                ///< the run's commit (provenance.json)
+  std::vector<std::string> changed;  ///< readable kernel names: changed, new or gone
+  std::string reason;
+};
+KernelIdentity kernel_identity(const RunData& run, std::string_view stage);
+/// The stage's status in words, for README's table and the chapters: which run measured it (and
+/// under which name), whether its kernels are still that run's, or "not yet measured on a GPU"
+/// with its prediction at kStatusShape when it has one.
+Text stage_status(const RunData& run, std::string_view stage);
+/// The chapter's status paragraph (status_<stage>.md in the book).
+std::string status_fragment(const RunData& run, std::string_view stage);
+
 /// The shape README quotes speed at (a canonical bench shape).
 inline constexpr std::string_view kStatusShape = "b8_h16_sq2048_skv2048_d128_fp16";
 
 /// Rows: every stage, baseline_cublas, and the SDPA backends; columns: GPU suite, sanitizers,
-/// TFLOP/s at kStatusShape, and that against sdpa_flash and sdpa_cudnn.
+/// TFLOP/s at kStatusShape, that against sdpa_flash and sdpa_cudnn, and the stage's status
+/// (stage_status). A stage the run has not timed shows no number, only its status.
 Table status_table(const RunData& run);
 
 inline constexpr std::string_view kStatusBegin =
@@ -490,6 +528,38 @@ EmuComparison emu_comparison(const std::filesystem::path& run_dir,
                              const std::vector<std::string>& stages,
                              const std::vector<EmuBand>& bands);
 
+// ---- steps --------------------------------------------------------------------------------------
+// How big each step is: the code lines of a stage's kernels.cu + kernels.cuh against its parent's,
+// comments and blank lines dropped and each line trimmed, compared by longest common subsequence
+// (line-level LCS): lines added, lines removed, and the share of the stage's lines that are new.
+// A step should teach one idea: above kMaxStepPercent new, the stage declares why on its line in
+// stages/CMakeLists.txt (LARGE_STEP "<why>"), and `fs_table steps --check` fails for a large step
+// that does not, or for a declaration on a step that is no longer large.
+
+inline constexpr const char* kStepFiles[] = {"kernels.cu", "kernels.cuh"};
+inline constexpr int kMaxStepPercent = 40;
+
+struct StepSize {
+  std::string stage, parent;  ///< parent empty: the first stage
+  int parent_lines = 0, child_lines = 0, added = 0, removed = 0;
+  std::string large_step;  ///< the stage's LARGE_STEP reason
+  double percent_new() const { return child_lines ? 100.0 * added / child_lines : 0.0; }
+};
+
+/// The code lines of a C++/CUDA source: comments (// and /* */, not inside literals) and blank
+/// lines dropped, each line trimmed.
+std::vector<std::string> code_lines(std::istream& in);
+/// A child's lines against its parent's.
+StepSize step_size(const std::vector<std::string>& parent, const std::vector<std::string>& child);
+/// Every stage of the list against its parent, from the sources under `root` (the repository).
+std::vector<StepSize> step_sizes(const StageList& stages, const std::filesystem::path& root);
+/// Empty, or what is wrong with the step (large and undeclared, or declared and not large).
+std::string step_problem(const StepSize& s);
+/// The sentence each chapter opens with (step_<stage>.md in the book).
+Text step_text(const StepSize& s);
+/// Every step: stage, parent, lines, added, removed, % new, why larger.
+Table steps_table(const std::vector<StepSize>& steps);
+
 // ---- book ---------------------------------------------------------------------------------------
 // Every generated fragment the book includes, from one run folder.
 //
@@ -501,6 +571,9 @@ EmuComparison emu_comparison(const std::filesystem::path& run_dir,
 //   verdict_<stage>.md      the stage's predictions against the run (the verdict section)
 //   emu_compare.md          the emulator's counts against the run's profiles (emu_comparison)
 //   emu_<stage>.md          the same, of one stage (its chapter's Evidence)
+//   step_<stage>.md         the stage's step size against its parent (steps)
+//   status_<stage>.md       which run measured the stage, and whether its kernels are still the
+//                           ones it measured (status_fragment), or "not yet measured on a GPU"
 //   plot_stages.dat/.svg    TFLOP/s of every backend at each sweep shape (bench/plots/*.gp)
 //   plot_seqlen.dat/.svg    TFLOP/s against S for the last three stages and the baselines
 //
@@ -522,7 +595,8 @@ struct BookResult {
 /// metric set (bench/ncu-metrics.txt), gnuplot scripts (bench/plots) and predictions
 /// (stages/<stage>/predictions.csv); gnuplot is the one on PATH. Throws InputError on a
 /// malformed input file and std::runtime_error when a file cannot be written or gnuplot fails.
+/// `ptx_dir`: this build's PTX hashes (RunData::ptx_dir) for the status fragments.
 BookResult write_book(const std::filesystem::path& run_dir, const std::filesystem::path& out_dir,
-                      const StageList& stages);
+                      const StageList& stages, const std::filesystem::path& ptx_dir = {});
 
 }  // namespace flashsteps::table

@@ -1,4 +1,4 @@
-// stages/06_registers/kernels.cuh — what the register-resident stage's kernel file exports to its
+// stages/06c_swizzle/kernels.cuh — what the register-resident stage's kernel file exports to its
 // launcher: the tile traits (sizes, the swizzled shared-memory ring, the assumptions behind them),
 // the tile each head dim runs, and the kernel itself (struct Kernel: one variant per dtype, tile
 // and causal flag).
@@ -124,23 +124,8 @@ using TileFor = std::conditional_t<kD == 64, TileD64, TileD128>;
 //! [configs]
 static_assert(TileD64::Br == TileD128::Br, "Tr is computed once for every head dim");
 
-/// Shape parameters of one launch. Row counts are 32-bit (Problem limits them to 2^30);
-/// offsets into the tensors are computed in 64 bits inside the kernel.
-struct Shape {
-  std::int64_t bh;   // B * H
-  int sq, skv;       // Sq, Skv
-  int tr;            // Tr = ceil(Sq / Br): query blocks per head
-  float scale_log2;  // softmax scale * log2(e)
-};
-
-/// What kernels.cu exports to the launcher (flashsteps/fused_stage.cuh): the kernel's signature
-/// and its __global__ function for each variant <dtype, tile, causal> the launcher runs.
-struct Kernel {
-  using Shape = registers::Shape;
-  template <class T>
-  using Fn = FusedKernel<T, Shape>;
-  template <class T, class Tile, bool kCausal>
-  static Fn<T> of();
-};
+/// What kernels.cu exports to the launcher (flashsteps/fused_stage.cuh): the launch's Shape and
+/// the kernel's __global__ function for each variant <dtype, tile, causal> the launcher runs.
+FS_FUSED_KERNEL_EXPORTS(FusedKernel)
 
 }  // namespace flashsteps::registers

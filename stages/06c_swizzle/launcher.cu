@@ -1,4 +1,4 @@
-// stages/06_registers/launcher.cu — the register-resident stage as a flashsteps::Stage. What every
+// stages/06c_swizzle/launcher.cu — the register-resident stage as a flashsteps::Stage. What every
 // fused stage shares (limits, shared-memory opt-in, dispatch, launch) is
 // flashsteps/fused_stage.cuh; this stage's decision is one tile per head dim (kernels.cuh).
 #include <cstdint>
@@ -11,24 +11,24 @@ namespace {
 
 class RegistersStage final : public FusedStage<RegistersStage, registers::Kernel> {
  public:
-  std::string_view name() const override { return "06_registers"; }
+  std::string_view name() const override { return "06c_swizzle"; }
   std::string_view title() const override {
     return "Registers: mma.sync, ldmatrix and P kept in registers";
   }
   // mma.sync.m16n8k16 with bf16 operands, ldmatrix and cp.async all need sm_80.
   int min_compute_capability() const override { return 80; }
+  // Its kernels address mma.sync's fragments lane by lane: `--emulate --layout` prints them.
+  std::vector<FragmentLayout> fragment_layouts() const override {
+    return {FragmentLayout::mma_m16n8k16};
+  }
 
   using HeadDims = registers::SupportedHeadDims;
   static constexpr const char* kKernelName = "fused_attention_registers";
   static constexpr const char* kSmemHolds = "Q and a ring of 2 K/V stages";
 
   /// One tile per head dim, the same on every device.
-  template <class F>
-  static decltype(auto) with_tile(std::int64_t head_dim, const DeviceInfo&, F&& f) {
-    return HeadDims::dispatch(head_dim, [&]<int kD>() -> decltype(auto) {
-      return f.template operator()<registers::TileFor<kD>>();
-    });
-  }
+  template <int kD>
+  using TileFor = registers::TileFor<kD>;
 };
 
 }  // namespace
