@@ -58,7 +58,7 @@ for prov in "$run"/ncu_*.provenance.txt; do
   tree="$runners/../../stages.json"
   if [[ ! -x $runner && -f $tree ]]; then
     renamed=$(sed -n "s/.*\"name\": \"\([^\"]*\)\".*\"measured_as\": \"$stage\".*/\1/p" "$tree")
-    [[ -n $renamed ]] && runner="$runners/stage${renamed%%_*}"
+    if [[ -n $renamed ]]; then runner="$runners/stage${renamed%%_*}"; fi
   fi
   [[ -x $runner ]] || die "$runner is not an executable (build the emulated runners first)"
   read -r -a words <<<"$args"
