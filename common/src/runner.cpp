@@ -138,7 +138,7 @@ constexpr const char* kEmulatedMeaning =
 int print_layout(const Stage& stage, std::ostream& out) {
   const std::string_view name = stage.name();
   out << "stage    " << name << " — " << stage.title() << "\n\n";
-  if (name == "06_registers" || name == "07_hopper") {
+  if (name.starts_with("06") || name == "07_hopper") {
     out << fsemu::mma_m16n8k16_layout_report();
     if (name == "07_hopper") out << '\n' << fsemu::wgmma_m64nNk16_layout_report(16);
     out << "\n(probed from emu/include/fsemu/model/tensor_core.hpp, the emulator's reading of the "
@@ -148,8 +148,8 @@ int print_layout(const Stage& stage, std::ostream& out) {
   out << "fragment layouts are not part of " << name << "'s lesson.\n"
       << "Stages 00 and 01 use no tensor cores; 02 to 05 reach them through WMMA, whose\n"
          "fragment layout the API keeps opaque (a kernel may not depend on which lane holds\n"
-         "which element). 06_registers (mma.sync m16n8k16) and 07_hopper (also wgmma\n"
-         "m64nNk16) address fragments lane by lane: their runners print the layouts with\n"
+         "which element). From 06a on (mma.sync m16n8k16; 07_hopper also wgmma\n"
+         "m64nNk16) stages address fragments lane by lane: their runners print the layouts with\n"
          "--emulate --layout.\n";
   return kExitOk;
 }
