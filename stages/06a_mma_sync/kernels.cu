@@ -5,7 +5,7 @@
 //  * The two products call mma.sync.m16n8k16 and load their operands with ldmatrix
 //    (flashsteps/cuda/ptx.cuh) instead of WMMA. Stage 04's SASS already runs HMMA.16816 and LDSM:
 //    the instruction is the same, but its register layout is now documented (PTX ISA 9.7.14.5.8)
-//    and the kernel knows which lane holds which element (`stage06a_mma_sync --emulate --layout`).
+//    and the kernel knows which lane holds which element (the runner's `--emulate --layout`).
 //  * So the accumulators of S and O go to shared memory at their fragment positions (two fp32 of
 //    one row per lane, one 8-byte access) and O comes back the same way; P and the Q, K, V
 //    operands are read with ldmatrix.x4 (V with .trans) from the same padded tiles.
@@ -16,7 +16,7 @@
 // Which metric should move, and by how much (written before any GPU ran this stage):
 //  * SASS: the same tensor instructions as stage 04 — HMMA.16816.F32 (.BF16 for bf16) for the
 //    products, LDSM.16.M88.4 and LDSM.16.MT88.4 for their operands — in the same number per tile
-//    (128 HMMA per warp and 64-key tile at D = 64, 256 at D = 128).
+//    (64 HMMA per warp and 64-key tile at D = 64, 128 at D = 128).
 //  * Latency: within about +-10% of stage 04 at every shape; nothing moved between memories.
 //    What changes are the fp32 accesses of S and O (8-byte, at fragment positions, where WMMA's
 //    store_matrix_sync chose its own): `smsp__average_warps_issue_stalled_long_scoreboard_...`
