@@ -152,7 +152,9 @@ TEST_CASE("the stage list: the build's tree, parents and unreadable lists", "[st
   CHECK(built.parent_of("00_scalar").empty());
   CHECK(built.parent_of("03_online_softmax") == "02_wmma");
   CHECK(built.parent_of("05_warp_specialized") == "04_cp_async");
-  CHECK(built.parent_of("06_registers") == "04_cp_async");
+  CHECK(built.parent_of("06a_mma_sync") == "04_cp_async");
+  CHECK(built.parent_of("06b_registers") == "06a_mma_sync");
+  CHECK(built.parent_of("06_registers") == "06b_registers");
   CHECK(built.parent_of("sdpa_flash").empty());
   CHECK(built.baselines == std::vector<std::string>{"baseline_cublas"});
 
@@ -326,7 +328,7 @@ TEST_CASE("Markdown tables have the shape Doxygen accepts", "[markdown]") {
     }
     CHECK(pipes == columns + 1);
   }
-  CHECK(row - 2 == 2 + 13);  // header, separator, one row per known backend
+  CHECK(row - 2 == 2 + 15);  // header, separator, one row per known backend
   REQUIRE(row + 1 < lines.size());
   CHECK(lines[row + 1] == "- (1) no results for this backend in this run");
 
