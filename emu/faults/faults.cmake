@@ -126,6 +126,44 @@ flashsteps_fault(05_missing_zero_fill STAGE 05_warp_specialized
   TO   [=[      // (planted fault: the zero fill is gone)]=]
   EXPECT "[1-9][0-9]* NaN \\(poison or computed\\)" TESTS "every head dimension*")
 
+# ---- 06a_mma_sync -----------------------------------------------------------------------------
+flashsteps_fault(06a_s_rows_swapped STAGE 06a_mma_sync
+  BREAKS "a lane stores c2, c3 (row g + 8) where c0, c1 (row g) belong: the S accumulator's layout misread"
+  FROM [=[        *reinterpret_cast<float2*>(s_el) = make_float2(s_acc[n][0], s_acc[n][1]);]=]
+  TO   [=[        *reinterpret_cast<float2*>(s_el) = make_float2(s_acc[n][2], s_acc[n][3]);]=]
+  EXPECT "[1-9][0-9]* rows of LSE wrong" TESTS "a non-default softmax scale")
+
+flashsteps_fault(06a_v_without_trans STAGE 06a_mma_sync
+  BREAKS "V_j is read by ldmatrix without .trans: the B operand gets rows of V where it needs columns"
+  FROM [=[          ptx::ldmatrix_x4_trans(vb, sV + 2u * (16 * kk * kLdKV + 16 * dp) + v_lane);]=]
+  TO   [=[          ptx::ldmatrix_x4(vb, sV + 2u * (16 * kk * kLdKV + 16 * dp) + v_lane);]=]
+  EXPECT "LSE right, only O wrong" TESTS "a non-default softmax scale")
+
+flashsteps_fault(06a_a_matrix_order STAGE 06a_mma_sync
+  BREAKS "Q's ldmatrix lanes follow K's matrix order: a1 and a2 (rows 8-15 at k 0-7, rows 0-7 at k 8-15) are exchanged"
+  FROM [=[      ptx::smem_addr(sQ + (warp_row0 + lane % 16) * kLdQ + 8 * (lane / 16));]=]
+  TO   [=[      ptx::smem_addr(sQ + (warp_row0 + lane % 8 + 8 * (lane / 16)) * kLdQ + 8 * ((lane / 8) % 2));]=]
+  EXPECT "[1-9][0-9]* rows of LSE wrong" TESTS "a non-default softmax scale")
+
+# ---- 06b_registers ----------------------------------------------------------------------------
+flashsteps_fault(06b_p_fragment_rows STAGE 06b_registers
+  BREAKS "P's A operand a1 takes row g's keys 8+2t.. in place of row g+8's keys 2t..: the accumulator is repacked wrong"
+  FROM [=[          pack2<T>(s_acc[2 * kk][2], s_acc[2 * kk][3]),]=]
+  TO   [=[          pack2<T>(s_acc[2 * kk + 1][0], s_acc[2 * kk + 1][1]),]=]
+  EXPECT "LSE right, only O wrong" TESTS "a non-default softmax scale")
+
+flashsteps_fault(06b_quad_max_half_reduced STAGE 06b_registers
+  BREAKS "a row's max is reduced over 2 of the 4 lanes of its quad: the lanes disagree on m"
+  FROM [=[      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));  // after two steps all 4 agree]=]
+  TO   [=[      // (planted fault: the second step of the quad's max reduction is gone)]=]
+  EXPECT "[1-9][0-9]* rows of LSE wrong" TESTS "a non-default softmax scale")
+
+flashsteps_fault(06b_unmasked_tiles_off_by_one STAGE 06b_registers
+  BREAKS "Tc_full rounds up: the diagonal tile takes the unmasked path"
+  FROM [=[  const int Tc_full = kv_full / Bc;  // tiles 0 .. Tc_full-1 need no mask (<= Tc_i)]=]
+  TO   [=[  const int Tc_full = (kv_full + Bc - 1) / Bc;]=]
+  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+
 # ---- 06c_swizzle ------------------------------------------------------------------------------
 flashsteps_fault(06c_swapped_b_fragment STAGE 06c_swizzle
   BREAKS "the two B registers of S's even n8 tiles are swapped (k 0-7 and 8-15 exchanged)"

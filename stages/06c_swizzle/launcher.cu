@@ -13,7 +13,7 @@ class RegistersStage final : public FusedStage<RegistersStage, registers::Kernel
  public:
   std::string_view name() const override { return "06c_swizzle"; }
   std::string_view title() const override {
-    return "Registers: mma.sync, ldmatrix and P kept in registers";
+    return "Swizzle: the XOR swizzle in place of padded rows";
   }
   // mma.sync.m16n8k16 with bf16 operands, ldmatrix and cp.async all need sm_80.
   int min_compute_capability() const override { return 80; }

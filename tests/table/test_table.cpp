@@ -146,6 +146,9 @@ TEST_CASE("the stage list: the build's tree, parents and unreadable lists", "[st
     const auto before_end = names.begin() + static_cast<std::ptrdiff_t>(i);
     CHECK(std::find(names.begin(), before_end, built.stages[i].parent) != before_end);
   }
+  CHECK(built.parent_of("06a_mma_sync") == "04_cp_async");
+  CHECK(built.parent_of("06b_registers") == "06a_mma_sync");
+  CHECK(built.parent_of("06c_swizzle") == "06b_registers");
   CHECK(built.parent_of("sdpa_flash").empty());
   CHECK(built.baselines == std::vector<std::string>{"baseline_cublas"});
 
@@ -381,7 +384,7 @@ TEST_CASE("Markdown tables have the shape Doxygen accepts", "[markdown]") {
     }
     CHECK(pipes == columns + 1);
   }
-  CHECK(row - 2 == 2 + 13);  // header, separator, one row per known backend
+  CHECK(row - 2 == 2 + 15);  // header, separator, one row per known backend
   REQUIRE(row + 1 < lines.size());
   CHECK(lines[row + 1] == "- (1) no results for this backend in this run");
 

@@ -1,0 +1,54 @@
+// stages/06a_mma_sync/launcher.cu — the mma.sync stage as a flashsteps::Stage. What every fused
+// stage shares (limits, shared-memory opt-in, dispatch, launch) is flashsteps/fused_stage.cuh;
+// this stage's decision is the tile per head dim and device.
+#include <cstdint>
+
+#include "flashsteps/fused_stage.cuh"
+#include "kernels.cuh"
+
+namespace flashsteps {
+namespace {
+
+using mma_sync::TileD128;
+using mma_sync::TileD128Narrow;
+using mma_sync::TileD64;
+
+//! [pick_tile]
+/// D = 128 runs stage 03's Bc = 64 when the device's opt-in limit holds its ring (sm_80, sm_90),
+/// else Bc = 32 (sm_86, sm_89: 99 KiB). kernels.cuh has the table.
+bool wide_d128_fits(const DeviceInfo& dev) {
+  return static_cast<std::int64_t>(TileD128::kSmemBytes) <= dev.smem_optin_per_block;
+}
+//! [pick_tile]
+
+class MmaSyncStage final : public FusedStage<MmaSyncStage, mma_sync::Kernel> {
+ public:
+  std::string_view name() const override { return "06a_mma_sync"; }
+  std::string_view title() const override { return "mma.sync and ldmatrix in place of WMMA"; }
+  // mma.sync.m16n8k16 with bf16 operands, ldmatrix and cp.async all need sm_80.
+  int min_compute_capability() const override { return 80; }
+  // Its kernels address mma.sync's fragments lane by lane: `--emulate --layout` prints them.
+  std::vector<FragmentLayout> fragment_layouts() const override {
+    return {FragmentLayout::mma_m16n8k16};
+  }
+
+  using HeadDims = mma_sync::SupportedHeadDims;
+  static constexpr const char* kKernelName = "fused_attention_mma_sync";
+  static constexpr const char* kSmemHolds = "a ring of 2 K/V stages";
+
+  /// D = 64 has one tile; D = 128 the wide one where the device holds it (pick_tile above).
+  template <class F>
+  static decltype(auto) with_tile(std::int64_t head_dim, const DeviceInfo& dev, F&& f) {
+    if (head_dim == 64) return f.template operator()<TileD64>();
+    if (wide_d128_fits(dev)) return f.template operator()<TileD128>();
+    return f.template operator()<TileD128Narrow>();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_stage() {
+  return std::make_unique<MmaSyncStage>();
+}
+
+}  // namespace flashsteps
