@@ -89,10 +89,12 @@ void on_access(void*, const access::Access& a) {
   ThreadExtra& t = thread_extra();
   const model::SharedWindow& w = shared_window();
   const auto* p = static_cast<const std::uint8_t*>(a.addr);
-  const std::string store = "a store of " + std::to_string(a.size) + " bytes";
+  auto store = [&a] {  // only for a report: the hot path builds no string
+    return "a store of " + std::to_string(a.size) + " bytes at " + access::describe_pc(a.pc);
+  };
   if (p >= w.base && p < w.base + w.size) {
     const std::string c = conflict(static_cast<std::uint32_t>(p - w.base), a.size, t.known);
-    if (!c.empty()) report_fault(store + " at " + access::describe_pc(a.pc) + " writes " + c);
+    if (!c.empty()) report_fault(store() + " writes " + c);
     return;
   }
   for (const PendingMma& m : t.mmas) {
@@ -110,8 +112,7 @@ void on_access(void*, const access::Access& a) {
     } else {
       continue;
     }
-    report_fault(store + " at " + access::describe_pc(a.pc) + " writes " + what + " of " +
-                 describe(m.seq) +
+    report_fault(store() + " writes " + what + " of " + describe(m.seq) +
                  ", which is still in flight: no wgmma.wait_group of this thread covers it yet "
                  "(PTX ISA, wgmma.mma_async: accessing the accumulator or A registers before the "
                  "wgmma.wait_group that covers the operation is undefined behaviour)");
