@@ -88,6 +88,10 @@ std::string without_signature(std::string f) {
     const char c = f[i];
     if (c == '<' || c == '{') ++depth;
     if (c == '>' || c == '}') --depth;
+    if (c == '(' && i >= 8 && f.compare(i - 8, 10, "operator()") == 0) {  // a lambda's call
+      ++i;
+      continue;
+    }
     if (c == '(' && depth == 0 && f.compare(i, 21, "(anonymous namespace)") != 0) {
       f.erase(i);
       break;
