@@ -206,7 +206,7 @@ flashsteps_fault(07_wait_group_count STAGE 07_hopper
   BREAKS "wgmma.wait_group leaves S_j in flight: the softmax reads accumulators not yet written"
   FROM [=[      ptx::wgmma_wait_group<kFirst ? 0 : 1>();]=]
   TO   [=[      ptx::wgmma_wait_group<kFirst ? 1 : 2>();]=]
-  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+  EXPECT "writes register [0-9]+ of its accumulator fragment .* still in flight" TESTS "a non-default softmax scale")
 
 flashsteps_fault(07_q_desc_sbo STAGE 07_hopper
   BREAKS "Q's wgmma descriptor has a stride byte offset of half a swizzle atom"
@@ -251,6 +251,53 @@ flashsteps_fault(07_missing_store_barrier STAGE 07_hopper
   FROM [=[    ptx::named_barrier_sync(kBarStore + cw, Tile::kWarpgroupThreads);]=]
   TO   [=[    // (planted fault: the store barrier is gone)]=]
   EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
+
+# ---- Asynchronous lifetimes (issue 20): each passes on the emulator of 1d36caf, which ran a
+# wgmma, a TMA load and setmaxnreg as instants ------------------------------------------------
+flashsteps_fault(07_empty_arrive_before_pv_wait STAGE 07_hopper
+  BREAKS "consumers release stage j-1 before the wgmma.wait_group that covers P_{j-1} V_{j-1}: the producer's TMA overwrites V while the wgmma may still read it"
+  FROM [=[      ptx::wgmma_wait_group<0>();
+      ptx::wgmma_fence_operand(o_acc);
+      ptx::wgmma_fence_operand(p_frag);
+      if constexpr (!kFirst)
+        cuda::ptx::mbarrier_arrive(&empty[sp]);  // K_{j-1}, V_{j-1} may be overwritten]=]
+  TO   [=[      ptx::wgmma_fence_operand(o_acc);
+      ptx::wgmma_fence_operand(p_frag);
+      if constexpr (!kFirst)
+        cuda::ptx::mbarrier_arrive(&empty[sp]);  // K_{j-1}, V_{j-1} may be overwritten
+      ptx::wgmma_wait_group<0>();]=]
+  EXPECT "a TMA load \\(cp.async.bulk.tensor\\) issued at .*kernels.cu:[0-9]+.* writes shared memory 0x[0-9a-f]+..0x[0-9a-f]+, of which 0x[0-9a-f]+ is an operand byte that wgmma.mma_async.m64n64k16 #[0-9]+ of warpgroup [12] \\(issued at .*kernels.cu:[0-9]+\\)\\) may still read \\(its B operand\\)"
+  TESTS "same inputs twice*")
+
+flashsteps_fault(07_s_reset_in_flight STAGE 07_hopper
+  BREAKS "S is reset to -inf right after its wgmmas are issued: the reset writes accumulators the wgmma is still writing"
+  FROM [=[        ptx::wgmma_m64n128k16_ss<T>(s_acc, q_desc(kk), k_desc(s, kk), kk > 0 ? 1 : 0);
+      ptx::wgmma_commit_group();]=]
+  TO   [=[        ptx::wgmma_m64n128k16_ss<T>(s_acc, q_desc(kk), k_desc(s, kk), kk > 0 ? 1 : 0);
+      ptx::wgmma_commit_group(); for (float& x : s_acc) x = -INFINITY;  // (planted: S reset in flight)]=]
+  EXPECT "a store of [0-9]+ bytes at .*kernels.cu:[0-9]+.* writes register 0 of its accumulator fragment \\(64 fp32 registers: d\\[0..63\\]\\) of wgmma.mma_async.m64n128k16 #[0-9]+ .*still in flight"
+  TESTS "a non-default softmax scale")
+
+flashsteps_fault(07_q_expect_tx_one_block STAGE 07_hopper
+  BREAKS "Q's expect_tx counts one 64-column block of the two at D = 128: q_full completes with half of Q in flight"
+  FROM [=[                                           static_cast<std::uint32_t>(Tile::kQBytes));]=]
+  TO   [=[                                           static_cast<std::uint32_t>(Tile::kQBlockBytes));]=]
+  EXPECT "completed phase 0 .* while 1 TMA load\\(s\\) tracked by it, 16384 bytes, had not landed: the phase's expect_tx announced fewer bytes"
+  TESTS "every head dimension the stage supports*")
+
+flashsteps_fault(07_setmaxnreg_dec_raises STAGE 07_hopper
+  BREAKS "the producer's setmaxnreg.dec asks for 176 registers, more than the 168 the kernel is launched with"
+  FROM [=[    ptx::setmaxnreg_dec<Tile::kProducerRegs>();]=]
+  TO   [=[    ptx::setmaxnreg_dec<176>();]=]
+  EXPECT "setmaxnreg.dec to 176 from 168 registers per thread \\(the kernel's count at launch: .*\\): .inc must not lower the count, .dec must not raise it"
+  TESTS "a non-default softmax scale")
+
+flashsteps_fault(07_setmaxnreg_inc_beyond_pool STAGE 07_hopper
+  BREAKS "the consumers' setmaxnreg.inc asks for 248 registers: the block's pool (what the producer released) cannot give both warpgroups that many"
+  FROM [=[    ptx::setmaxnreg_inc<Tile::kConsumerRegs>();]=]
+  TO   [=[    ptx::setmaxnreg_inc<248>();]=]
+  EXPECT "deadlock: every live thread.*setmaxnreg.inc to 248 from 168 registers per thread .*needs 10240 registers from the block's pool, which holds 8192"
+  TESTS "a non-default softmax scale")
 
 # ---- Missing barriers between warps that run in step (caught since the scheduler lets each
 # warp run ahead of the others: emu/src/runtime.cpp, run_block) -------------------------------

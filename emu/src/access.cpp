@@ -45,22 +45,6 @@ struct Frame {
   std::string function, line;  // line: "file:line", or "" when unknown
 };
 
-// The name without its parameter list: cut at the first '(' outside template arguments and
-// lambda names that does not open "(anonymous namespace)".
-std::string without_parameters(std::string f) {
-  int depth = 0;
-  for (std::size_t i = 0; i < f.size(); ++i) {
-    const char c = f[i];
-    if (c == '<' || c == '{') ++depth;
-    if (c == '>' || c == '}') --depth;
-    if (c == '(' && depth == 0 && i > 0 && f[i - 1] != ':') {
-      f.erase(i);
-      break;
-    }
-  }
-  return f;
-}
-
 // addr2line on the object holding `code`: the function and line there, then (-i) the functions
 // it is inlined into, innermost first.
 std::vector<Frame> frames(const void* code) {
@@ -95,6 +79,27 @@ std::vector<Frame> frames(const void* code) {
 
 }  // namespace
 
+// The name without its return type ("void " of a template) and parameter list: cut at the first
+// '(' outside template arguments and lambda names that does not open "(anonymous namespace)".
+std::string without_signature(std::string f) {
+  if (f.rfind("void ", 0) == 0) f.erase(0, 5);
+  int depth = 0;
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    const char c = f[i];
+    if (c == '<' || c == '{') ++depth;
+    if (c == '>' || c == '}') --depth;
+    if (c == '(' && i >= 8 && f.compare(i - 8, 10, "operator()") == 0) {  // a lambda's call
+      ++i;
+      continue;
+    }
+    if (c == '(' && depth == 0 && f.compare(i, 21, "(anonymous namespace)") != 0) {
+      f.erase(i);
+      break;
+    }
+  }
+  return f;
+}
+
 std::string describe_pc(const void* pc) {
   if (!pc) return "an unknown code address";
   // The call instruction is just before the return address.
@@ -103,7 +108,7 @@ std::string describe_pc(const void* pc) {
   std::string s;
   for (std::size_t i = 0; i < fs.size() && i < 3; ++i) {
     if (i > 0) s += ", inlined into ";
-    s += without_parameters(fs[i].function);
+    s += without_signature(fs[i].function);
     s += fs[i].line.empty() ? " (no line information)" : " (" + fs[i].line + ")";
   }
   return s;
@@ -111,7 +116,7 @@ std::string describe_pc(const void* pc) {
 
 std::string function_name(const void* code) {
   const std::vector<Frame> fs = frames(code);
-  return fs.empty() ? std::string() : without_parameters(fs.back().function);
+  return fs.empty() ? std::string() : without_signature(fs.back().function);
 }
 
 }  // namespace fsemu::access

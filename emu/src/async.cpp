@@ -9,6 +9,7 @@
 
 #include "fsemu/model/tma.hpp"
 #include "profile.hpp"
+#include "lifetime.hpp"
 #include "sanitize.hpp"
 #include "state.hpp"
 
@@ -64,9 +65,30 @@ MBar& mbar(std::uint64_t* p, const char* what) {
   return it->second;
 }
 
+std::uint32_t load_bytes(const TmaTile& l) {
+  return static_cast<std::uint32_t>(model::decode(l.map.data()).box_bytes());
+}
+
+// A phase completed (or is about to, after `landed` more bytes) while loads issued on it are
+// still in flight: its expect_tx announced fewer bytes than they deliver.
+[[noreturn]] void completed_early(std::uint32_t addr, const MBar& b, std::uint32_t phase,
+                                  std::uint64_t in_flight, std::size_t loads) {
+  fault("the mbarrier at shared " + hex(addr) + " completed phase " + std::to_string(phase) +
+        " (its " + std::to_string(b.m.expected()) +
+        " arrivals made and its transaction count down to 0) while " + std::to_string(loads) +
+        " TMA load(s) tracked by it, " + std::to_string(in_flight) +
+        " bytes, had not landed: the phase's expect_tx announced fewer bytes than its loads "
+        "deliver, so on the GPU its waiters may read shared memory the loads have not written yet, "
+        "and the late bytes complete_tx on the next phase (PTX ISA, mbarrier: phase completion "
+        "and tx-count)");
+}
+
 // Lands everything that completes on `b` (copies whose completion it tracks), as late as the
-// rules allow: when someone waits on it.
-void settle(MBar& b) {
+// rules allow: when someone waits on it. TMA loads land in the order they were issued, each
+// counting its bytes against the current phase (complete_tx), and the phase completes exactly
+// when its arrivals are made and its transaction count reaches 0: if that happens before every
+// load tracked by it has landed (in the middle of one, or between two), it is reported.
+void settle(MBar& b, std::uint32_t addr) {
   const bool landing = !b.loads.empty() || !b.arrivals.empty();
   if (landing) sanitize::acquire(sync(b, 2));
   const std::uint32_t parity = b.m.phase() & 1;
@@ -74,7 +96,15 @@ void settle(MBar& b) {
   std::vector<std::uint8_t>& view = async_view();
   std::vector<TmaTile> loads = std::move(b.loads);
   b.loads.clear();
-  for (const TmaTile& l : loads) {
+  for (std::size_t i = 0; i < loads.size(); ++i) {
+    const TmaTile& l = loads[i];
+    const std::uint32_t phase = b.m.phase();
+    std::uint64_t rest = 0;  // bytes of this load and the later ones
+    for (std::size_t k = i; k < loads.size(); ++k)
+      rest += load_bytes(loads[k]);
+    const std::int64_t tx = b.m.tx_count();
+    if (b.m.pending() == 0 && tx > 0 && load_bytes(l) > tx)  // completes inside this load
+      completed_early(addr, b, phase, rest - static_cast<std::uint64_t>(tx), loads.size() - i);
     std::uint32_t bytes = 0;
     {
       const sanitize::Visible load;  // the load's accesses, as the thread that lands it
@@ -82,6 +112,8 @@ void settle(MBar& b) {
     }
     std::memcpy(view.data() + l.smem, w.base + l.smem, bytes);  // written by the async proxy
     b.m.complete_tx(bytes);
+    if (b.m.phase() != phase && i + 1 < loads.size())  // completed between two loads
+      completed_early(addr, b, phase, rest - bytes, loads.size() - i - 1);
   }
   std::vector<CopyArrival> arrivals = std::move(b.arrivals);
   b.arrivals.clear();
@@ -115,6 +147,7 @@ BlockExtra* new_block_extra() {
   return new BlockExtra;
 }
 void delete_block_extra(BlockExtra* b) {
+  lifetime::block_end();
   delete b;
 }
 
@@ -169,6 +202,9 @@ void cp_async(void* dst, const void* src, std::size_t bytes, std::size_t src_byt
           std::to_string(bytes) + "-byte aligned (shared " + hex(a) + ")");
   shared_window().check(a, static_cast<std::uint32_t>(bytes), "cp.async (destination)");
   profile::cp_async(__builtin_return_address(0), a, src, bytes, src_bytes);
+  // It may write its destination at any time from now until its wait.
+  lifetime::check_shared_write(a, static_cast<std::uint32_t>(bytes), "a cp.async",
+                               __builtin_return_address(0));
   ThreadExtra& t = thread_extra();
   auto* d = static_cast<std::uint8_t*>(dst);
   {
@@ -262,8 +298,8 @@ bool mbarrier_try_wait_parity(std::uint64_t* bar, std::uint32_t parity) {
   MBar& b = mbar(bar, "mbarrier.try_wait.parity");
   profile::sync(__builtin_return_address(0), profile::Sync::mbarrier_wait);
   wait_until(
-      [&b, parity] {
-        settle(b);
+      [&b, bar, parity] {
+        settle(b, shared_address(bar, "mbarrier"));
         return b.m.test_wait_parity(parity);
       },
       [bar, &b, parity] {
@@ -276,7 +312,7 @@ bool mbarrier_try_wait_parity(std::uint64_t* bar, std::uint32_t parity) {
 bool mbarrier_test_wait_parity(std::uint64_t* bar, std::uint32_t parity) {
   const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   MBar& b = mbar(bar, "mbarrier.test_wait.parity");
-  settle(b);
+  settle(b, shared_address(bar, "mbarrier"));
   if (b.m.test_wait_parity(parity)) {
     profile::sync(__builtin_return_address(0), profile::Sync::mbarrier_wait);
     sanitize::acquire(sync(b, parity));
@@ -292,8 +328,8 @@ bool mbarrier_try_wait(std::uint64_t* bar, std::uint64_t token) {
   MBar& b = mbar(bar, "mbarrier.try_wait");
   profile::sync(__builtin_return_address(0), profile::Sync::mbarrier_wait);
   wait_until(
-      [&b, token] {
-        settle(b);
+      [&b, bar, token] {
+        settle(b, shared_address(bar, "mbarrier"));
         return b.m.test_wait(token);
       },
       [bar, &b] { return waiting_on(bar, b, "for the phase of its arrival token"); });
@@ -306,8 +342,13 @@ void mbarrier_inval(std::uint64_t* bar) {
   mbar(bar, "mbarrier.inval").m.inval();
 }
 
-// Orders mbarrier.init before the async proxy's use of the object across a cluster; blocks run
-// alone here, so there is nothing to order (and nothing the emulator checks).
+// fence.mbarrier_init.release.cluster orders mbarrier.init before other threads' and the async
+// proxy's operations on the object *in other CTAs of the cluster* (PTX ISA, membar/fence:
+// fence.mbarrier_init). Without clusters (every launch here is a cluster of one block, and the
+// stages launch no clusters) the threads of the block see the initialization through the
+// barrier that follows it (__syncthreads: the emulator checks that no mbarrier is used before
+// init), and the TMA unit's complete_tx is issued by a thread of the block after it: there is
+// nothing left for this fence to order, so it is accepted as a no-op (emu/README.md).
 void fence_mbarrier_init() {}
 
 namespace {
@@ -340,6 +381,9 @@ void tma_load(void* dst, const void* tensor_map, const std::int32_t* coords, int
   const std::uint32_t bytes = static_cast<std::uint32_t>(map->box_bytes());
   shared_window().check(a, bytes, "cp.async.bulk.tensor (destination box)");
   profile::tma(false, bytes);
+  // It may write the box at any time from now until its phase completes.
+  lifetime::check_shared_write(a, bytes, "a TMA load (cp.async.bulk.tensor)",
+                               __builtin_return_address(0));
   {
     const sanitize::Visible load;  // the load may write from now on
     std::memset(shared_window().base + a, kPoison, bytes);

@@ -44,11 +44,19 @@ struct Event {
 
 namespace fsemu {
 
+namespace {
+const void* g_kernel = nullptr;  // the kernel of the running launch
+}  // namespace
+const void* running_kernel() {
+  return g_kernel;
+}
+
 cudaError_t launch(const void* kernel, dim3 grid, dim3 block, std::size_t smem, cudaStream_t,
                    const std::function<void()>& body) {
   const std::size_t threads = std::size_t{block.x} * block.y * block.z;
+  // The driver's limits: grid.x < 2^31, grid.y and grid.z <= 65535.
   if (threads == 0 || threads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
-      grid.y > 65535 || grid.z > 65535)
+      grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535)
     return set(cudaErrorInvalidConfiguration);
   const auto optin = g_smem_optin.find(kernel);
   const std::size_t limit = optin == g_smem_optin.end() ? kSmemDefault : optin->second;
@@ -57,9 +65,11 @@ cudaError_t launch(const void* kernel, dim3 grid, dim3 block, std::size_t smem, 
   c.grid = grid;
   c.block = block;
   c.dynamic_smem = smem;
+  g_kernel = kernel;
   profile::launch_begin(kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem);
   g_failure = run_grid(c, body);
   profile::launch_end(g_failure.empty());
+  g_kernel = nullptr;
   if (!g_failure.empty()) return set(cudaErrorLaunchFailure);
   return cudaSuccess;
 }

@@ -13,6 +13,7 @@
 #include "fsemu/ptx.hpp"
 #include "fsemu/wmma.hpp"
 #include "profile.hpp"
+#include "lifetime.hpp"
 #include "state.hpp"
 
 namespace fsemu {
@@ -306,6 +307,11 @@ void wgmma_wait_group(int n) {
   }
   t.mmas = std::move(keep);
   t.wgmma_fenced = false;  // the registers are the thread's again: the next batch needs a fence
+  // Groups complete in order: every wgmma before the oldest one still pending has completed.
+  std::uint32_t done = t.last_wgmma;
+  for (const PendingMma& m : t.mmas)
+    done = std::min(done, m.seq - 1);
+  if (done > 0) lifetime::waited(t, self().warp, done);
 }
 
 void wgmma(bool bf16, int n, float* d, std::uint64_t desc_a, const std::uint32_t* a_regs,
@@ -325,7 +331,9 @@ void wgmma(bool bf16, int n, float* d, std::uint64_t desc_a, const std::uint32_t
     int n, scale;
     bool bf16, tnsp_b;
     ThreadExtra* extra;
-  } mine{d, a_regs, desc_a, desc_b, n, scale_d, bf16, tnsp_b, &self_extra};
+    const void* pc;
+  } mine{d,       a_regs, desc_a, desc_b,      n,
+         scale_d, bf16,   tnsp_b, &self_extra, __builtin_return_address(0)};
   collective(Scope::warpgroup, 0, "wgmma.mma_async", mine, [&](Arg* const* args) {
     const int regs = n / 2;
     for (int t = 1; t < 128; ++t)
@@ -336,18 +344,26 @@ void wgmma(bool bf16, int n, float* d, std::uint64_t desc_a, const std::uint32_t
               " of the warpgroup passes different descriptors, shape, type or scale-d than "
               "thread 0 (they must agree)");
     profile::wgmma(n, a_regs == nullptr);
-    // Shared-memory operands are read through the async proxy.
+    // Shared-memory operands are read through the async proxy, at any time until the wait that
+    // covers this wgmma: they stay locked until then (lifetime.hpp). B is read by all four warps,
+    // A's rows 16w .. 16w+15 by warp w.
+    const std::uint32_t seq =
+        lifetime::begin_wgmma(self().warp / 4, n, a_regs == nullptr, args[0]->pc);
     const model::WgmmaDesc db = model::decode_wgmma_desc(desc_b);
     for (int nn = 0; nn < n; ++nn)
-      for (int k = 0; k < 16; ++k)
-        async::check_async_proxy_read(model::wgmma_element_addr(db, tnsp_b, nn, k), 2,
-                                      "wgmma.mma_async (B operand)");
+      for (int k = 0; k < 16; ++k) {
+        const std::uint32_t addr = model::wgmma_element_addr(db, tnsp_b, nn, k);
+        async::check_async_proxy_read(addr, 2, "wgmma.mma_async (B operand)");
+        lifetime::mark_operand(seq, addr, -1);
+      }
     if (!a_regs) {
       const model::WgmmaDesc dsc = model::decode_wgmma_desc(desc_a);
       for (int m = 0; m < 64; ++m)
-        for (int k = 0; k < 16; ++k)
-          async::check_async_proxy_read(model::wgmma_element_addr(dsc, false, m, k), 2,
-                                        "wgmma.mma_async (A operand)");
+        for (int k = 0; k < 16; ++k) {
+          const std::uint32_t addr = model::wgmma_element_addr(dsc, false, m, k);
+          async::check_async_proxy_read(addr, 2, "wgmma.mma_async (A operand)");
+          lifetime::mark_operand(seq, addr, m / 16);
+        }
     }
     // The accumulator a thread passes is its registers, or the result of an earlier wgmma into
     // the same registers still in flight (wgmma into one accumulator chain in order).
@@ -365,7 +381,9 @@ void wgmma(bool bf16, int n, float* d, std::uint64_t desc_a, const std::uint32_t
     model::wgmma_m64nNk16(bf16 ? model::Elem::bf16 : model::Elem::f16, n, shared_window(), desc_a,
                           a_regs ? a : nullptr, false, desc_b, tnsp_b, ptrs, scale_d != 0);
     for (int t = 0; t < 128; ++t) {
-      args[t]->extra->mmas.push_back(PendingMma{args[t]->d, regs, std::move(in[t]), -1});
+      args[t]->extra->mmas.push_back(
+          PendingMma{args[t]->d, regs, std::move(in[t]), -1, seq, args[t]->a});
+      args[t]->extra->last_wgmma = seq;
       // Until the wait, the accumulator registers hold no usable value.
       std::fill(args[t]->d, args[t]->d + regs, std::numeric_limits<float>::quiet_NaN());
     }
@@ -385,14 +403,33 @@ void setmaxnreg(bool inc, int regs) {
                   std::to_string(regs) + " and " + std::to_string(a[t]->regs) + ")");
         if (regs % 8 != 0 || regs < 24 || regs > 256)
           fault("setmaxnreg: " + std::to_string(regs) + " is not a multiple of 8 in 24..256");
-        std::vector<int>& last = block_extra().maxnreg;
+        // The warpgroup's count starts at the kernel's (launch) count; .dec gives registers
+        // back to the block's pool, .inc takes them from it and blocks until the pool has them
+        // (PTX ISA, setmaxnreg: "a pool of available registers is maintained per-CTA").
+        BlockExtra& be = block_extra();
+        std::vector<int>& current = be.maxnreg;
         const std::size_t wg = static_cast<std::size_t>(self().warp / 4);
-        if (last.size() <= wg) last.resize(wg + 1, 0);
-        if (last[wg] != 0 && (inc ? regs < last[wg] : regs > last[wg]))
-          fault(std::string("setmaxnreg.") + (inc ? "inc" : "dec") + " to " + std::to_string(regs) +
-                " from " + std::to_string(last[wg]) +
-                " registers (inc must not lower the count, dec must not raise it)");
-        last[wg] = regs;
+        if (current.size() <= wg) current.resize(wg + 1, 0);
+        const KernelRegisters& launched = kernel_registers();
+        const bool first = current[wg] == 0;
+        const int from = first ? launched.count : current[wg];
+        const std::string change =
+            std::string("setmaxnreg.") + (inc ? "inc" : "dec") + " to " + std::to_string(regs) +
+            " from " + std::to_string(from) + " registers per thread" +
+            (first ? " (the kernel's count at launch: " + launched.source + ")" : std::string());
+        if (inc ? regs < from : regs > from)
+          fault(change + ": .inc must not lower the count, .dec must not raise it");
+        const std::int64_t delta = std::int64_t{regs - from} * 128;  // the warpgroup's registers
+        if (delta > 0)
+          wait_until([&be, delta] { return be.reg_pool >= delta; },
+                     [&be, change, delta] {
+                       return change + ": needs " + std::to_string(delta) +
+                              " registers from the block's pool, which holds " +
+                              std::to_string(be.reg_pool) +
+                              " (released by setmaxnreg.dec; the .inc blocks until it has them)";
+                     });
+        be.reg_pool -= delta;
+        current[wg] = regs;
       });
 }
 

@@ -1,6 +1,7 @@
 // emu/src/sanitize.hpp — what the sanitizer builds of the emulator (emu/sanitize.cmake) tell
 // AddressSanitizer and ThreadSanitizer about the emulator's fibers and its synchronisation.
-// Internal to emu/src; every hook compiles to nothing in the ordinary build.
+// Internal to emu/src; every hook compiles to nothing in the ordinary build, but release() and
+// acquire(), which also carry the wgmma lifetimes' knowledge (lifetime.hpp) in every build.
 //
 //   FSEMU_ASAN  the emulator is compiled with -fsanitize=address (set from __SANITIZE_ADDRESS__):
 //               fiber stack switches are announced, the shared-memory window outside the
@@ -19,6 +20,8 @@
 #pragma once
 
 #include <cstddef>
+
+#include "lifetime.hpp"
 
 #if defined(__SANITIZE_ADDRESS__) && !defined(FSEMU_ASAN)
 #define FSEMU_ASAN 1
@@ -40,19 +43,26 @@ void __tsan_write_range(void* addr, unsigned long size);
 
 namespace fsemu::sanitize {
 
-#if defined(FSEMU_TSAN)
+// The emulator's synchronisation points: a release by the running thread into the object `sync`
+// (any address that names it) happens before every later acquire of it. Every build carries the
+// wgmma lifetimes' knowledge through them (lifetime.hpp); the TSan build tells TSan too.
 inline void release(const void* sync) {
+  lifetime::release(sync);
+#if defined(FSEMU_TSAN)
   __tsan_release(const_cast<void*>(sync));
+#endif
 }
 inline void acquire(const void* sync) {
+  lifetime::acquire(sync);
+#if defined(FSEMU_TSAN)
   __tsan_acquire(const_cast<void*>(sync));
+#endif
 }
+#if defined(FSEMU_TSAN)
 inline void read_range(const void* p, std::size_t n) {
   __tsan_read_range(const_cast<void*>(p), n);
 }
 #else
-inline void release(const void*) {}
-inline void acquire(const void*) {}
 inline void read_range(const void*, std::size_t) {}
 #endif
 

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "fsemu/model/mbarrier.hpp"
@@ -36,8 +37,14 @@ struct PendingMma {  // one wgmma.mma_async: its result, written into d at the w
   float* d;
   int regs;
   std::vector<float> result;
-  int group;  // wgmma group; -1 while open
+  int group;                    // wgmma group; -1 while open
+  std::uint32_t seq;            // its number in the block (lifetime.hpp)
+  const std::uint32_t* a_regs;  // its A operand's registers, or null (A in shared memory)
 };
+
+// Per warp of the block: up to which wgmma (sequence number) that warp is known to have waited
+// (lifetime.hpp).
+using WarpClock = std::array<std::uint32_t, 32>;
 
 struct ThreadExtra {
   std::vector<PendingCopy> copies;
@@ -47,7 +54,9 @@ struct ThreadExtra {
   int bulk_groups = 0;
   std::vector<PendingMma> mmas;
   int wgmma_groups = 0;
-  bool wgmma_fenced = false;  // a wgmma.fence since the last wait (registers may have changed)
+  bool wgmma_fenced = false;     // a wgmma.fence since the last wait (registers may have changed)
+  std::uint32_t last_wgmma = 0;  // sequence number of the thread's last wgmma
+  WarpClock known{};             // what the thread knows of the warps' completed wgmmas
 };
 
 struct CopyArrival {  // cp.async.mbarrier.arrive: lands `owner`'s copies up to `upto`, then arrives
@@ -67,8 +76,20 @@ struct BlockExtra {
   // The shared memory as the async proxy last saw it (at the last fence.proxy.async, plus what
   // TMA wrote since): an async-proxy read of bytes that differ was not ordered by a fence.
   std::vector<std::uint8_t> async_view;
-  std::vector<int> maxnreg;  // per warpgroup: the last setmaxnreg value (0: none yet)
+  std::vector<int> maxnreg;   // per warpgroup: its register count (0: the launch's, not set yet)
+  std::int64_t reg_pool = 0;  // the block's pool of registers released by setmaxnreg.dec
 };
+
+/// The per-thread register count the running kernel is launched with: the count ptxas reported
+/// for it (the build's resources/<stage>.ptxas.txt, found by the kernel's name), else the most a
+/// block of its size can be given (65,536 registers, 8 per thread at a time). `source` says which.
+struct KernelRegisters {
+  int count;
+  std::string source;
+};
+const KernelRegisters& kernel_registers();
+/// The kernel function of the running launch (emu/src/cudart.cpp), or null.
+const void* running_kernel();
 
 /// Lands cp.async copies of `t` with id <= upto (all when upto is 0).
 void land_copies(ThreadExtra& t, std::uint64_t upto);

@@ -48,6 +48,9 @@ std::string describe_pc(const void* pc);
 /// The demangled name, without its parameter list, of the function that contains `code` (a
 /// function's own address: a kernel), or "" if it is not known.
 std::string function_name(const void* code);
+/// A demangled function name without its return type ("void " of a template) and parameter list:
+/// "void ns::f<int>(int*)" -> "ns::f<int>".
+std::string without_signature(std::string demangled);
 
 namespace detail {
 struct Observer {
