@@ -3,7 +3,7 @@
 and, with PyTorch and a CUDA GPU, on the GPU against scaled_dot_product_attention.
 
     pip install .                       # from the repository (README, "Build and test")
-    python examples/compare_with_sdpa.py [--stage 06_registers] [--seq 77 --seq-kv 130 ...]
+    python examples/compare_with_sdpa.py [--stage 06c_swizzle] [--seq 77 --seq-kv 130 ...]
 
 Without a GPU the first part runs and the second says why it is skipped.
 """
@@ -74,7 +74,7 @@ def on_the_gpu(args) -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stage", default="06_registers",
+    parser.add_argument("--stage", default="06c_swizzle",
                         choices=[s.name for s in flashsteps.stages()])
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--heads", type=int, default=2)

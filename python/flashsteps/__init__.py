@@ -1,7 +1,7 @@
 """flashsteps: every stage of FlashAttention's forward pass, callable from Python.
 
     import flashsteps
-    o = flashsteps.attention(q, k, v, stage="06_registers", causal=True)
+    o = flashsteps.attention(q, k, v, stage="06c_swizzle", causal=True)
 
 ``q``, ``k`` and ``v`` are any DLPack arrays in PyTorch SDPA's layout: Q ``[B, H, Sq, D]``, K and
 V ``[B, H, Skv, D]``, contiguous, float16 or bfloat16. CUDA arrays (PyTorch, CuPy) run on the GPU,
@@ -106,7 +106,7 @@ def stages() -> Tuple[Stage, ...]:
 def layout(stage: Union[str, int]) -> str:
     """What ``stageNN --emulate --layout`` prints, as a string.
 
-    For 06_registers and 07_hopper: which lane holds which element of the mma.m16n8k16 (and, for
+    For 06a_mma_sync, 06b_registers, 06c_swizzle and 07_hopper: which lane holds which element of the mma.m16n8k16 (and, for
     07, wgmma m64nNk16) fragments, probed from the emulator's instruction models; for the other
     stages, why fragment layouts are not their lesson.
 

@@ -235,7 +235,7 @@ def test_numpy_round_trip_and_stage_names():
 @needs_ml_dtypes
 def test_bf16_numpy_round_trip():
     q, k, v = make_inputs(1, 1, 10, 12, 64, "bf16")
-    o, lse = flashsteps.attention(q, k, v, stage="06_registers", return_lse=True, emulate=True)
+    o, lse = flashsteps.attention(q, k, v, stage="06c_swizzle", return_lse=True, emulate=True)
     assert o.dtype == ml_dtypes.bfloat16 and lse.dtype == np.float32
     assert check(o, lse, q, k, v, dtype="bf16") == []
 
@@ -270,7 +270,7 @@ def test_stages_is_the_build_stage_tree():
         assert [(s["name"], s["parent"]) for s in built] == [(s.name, s.parent) for s in tree]
 
 
-@pytest.mark.parametrize("stage", ["02_wmma", "06_registers", "07_hopper"])
+@pytest.mark.parametrize("stage", ["02_wmma", "06c_swizzle", "07_hopper"])
 def test_layout_is_what_the_runner_prints(stage):
     r = subprocess.run([str(runner(stage, True)), "--layout"], capture_output=True, text=True,
                        timeout=120)
