@@ -54,9 +54,10 @@ for prov in "$run"/ncu_*.provenance.txt; do
   [[ -n $binary && -n $args ]] || die "$prov lacks stage_binary or runner_args"
   runner="$runners/$(basename "$binary")"
   # A stage renamed after the run (MEASURED_AS on its stages/CMakeLists.txt line) has a new runner:
-  # the build's stage tree (<build>/stages.json, beside <build>/stages/emulated) names it.
+  # the build's stage tree (<build>/stages.json, beside <build>/stages/emulated) names it, and it
+  # wins over a runner of the old name left in the build folder.
   tree="$runners/../../stages.json"
-  if [[ ! -x $runner && -f $tree ]]; then
+  if [[ -f $tree ]]; then
     renamed=$(sed -n "s/.*\"name\": \"\([^\"]*\)\".*\"measured_as\": \"$stage\".*/\1/p" "$tree")
     if [[ -n $renamed ]]; then runner="$runners/stage${renamed%%_*}"; fi
   fi

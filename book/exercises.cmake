@@ -31,10 +31,11 @@
 # are not multiples of any tile), small enough to take seconds on the CPU.
 set(FLASHSTEPS_RUN_IT_HERE_SHAPE --batch 1 --heads 2 --seq 129 --seq-kv 300 --dim 64 --causal)
 
-# The runner's name, as flashsteps_add_stage() makes it: stageNN for a stage named NN_..., else the
+# The runner's name, as flashsteps_add_stage() makes it: stageNN (stageNNx) for a stage named NN_...
+# (NNx_...), else the
 # stage's name.
 function(flashsteps_book_runner_name stage out)
-  if(stage MATCHES "^([0-9][0-9])_")
+  if(stage MATCHES "^([0-9][0-9][a-z]?)_")
     set(${out} "stage${CMAKE_MATCH_1}" PARENT_SCOPE)
   else()
     set(${out} "${stage}" PARENT_SCOPE)

@@ -39,16 +39,23 @@ def runner(stage: str, emulated: bool) -> Path:
     build = os.environ.get("FLASHSTEPS_BUILD_DIR")
     if not build:
         pytest.skip("FLASHSTEPS_BUILD_DIR is not set: no runner to compare the message with")
-    path = Path(build) / "stages" / ("emulated" if emulated else "") / f"stage{stage[:2]}"
+    # The runner's name, as flashsteps_add_stage() makes it: "stage" and the name before its first
+    # '_' for a numbered stage (06c_swizzle -> stage06c), else the stage's name.
+    name = f"stage{stage.split('_')[0]}" if stage[:2].isdigit() else stage
+    path = Path(build) / "stages" / ("emulated" if emulated else "") / name
     assert path.is_file(), f"{path} is not built"
     return path
 
 
 def runner_refusal(stage: str, emulated: bool, *flags: str):
-    """What the runner prints and returns for these flags: (exit code, last stderr line)."""
+    """What the runner prints and returns for these flags: (exit code, its refusal line: the last
+    stderr line that says "cannot run", else the last one; a no-GPU refusal is followed by the
+    offer of --emulate)."""
     r = subprocess.run([str(runner(stage, emulated)), "--check-heads", "1", *flags],
                        capture_output=True, text=True, timeout=120)
-    return r.returncode, r.stderr.strip().splitlines()[-1]
+    lines = r.stderr.strip().splitlines()
+    refusals = [line for line in lines if ": cannot run: " in line]
+    return r.returncode, (refusals or lines)[-1]
 
 
 # --- every stage on the emulator, against the float64 reference -----------------------------

@@ -1,8 +1,12 @@
 // =================================================================================================
-// Stage 06 — registers: mma.sync + ldmatrix, S, P and O never leave the warp (FlashAttention-2).
+// Stage 06c — swizzle: 06b's register-resident kernel with the XOR swizzle in place of padding.
 //
-// What changed since stage 04 (its parent): the ring of K_j / V_j copies, its one barrier per tile
-// and the per-warp ownership of 16 query rows are stage 04's. What moved into registers:
+// What changed since stage 06b (its parent): shared memory stores the rows of Q_i and of the K_j /
+// V_j ring unpadded (D * 2 bytes) and places 16-byte chunk c of row r at position c ^ (r % 8)
+// (swizzle() below) instead of padding every row by 16 bytes; the ldmatrix lane offsets carry the
+// same XOR (chunk_pair()). Everything else — mma.sync + ldmatrix, S, P and O in registers, the
+// softmax on the accumulator, the causal fast path, the longest-first launch order, ex2.approx and
+// the staged epilogue — is 06b's. Seen from stage 04, the series 06a -> 06b -> 06c changes:
 //  * WMMA -> mma.sync.m16n8k16 (flashsteps/cuda/ptx.cuh), whose documented layouts (PTX ISA
 //    9.7.14.5.8) let each thread know its rows: S_ij is accumulated in registers and the online
 //    softmax runs on the accumulator (a row's max is 2 __shfl_xor_sync away; l is a per-lane
@@ -16,6 +20,8 @@
 //    argument); p = exp2 via one FFMA and ex2.approx.ftz; the epilogue stages O / l through the
 //    dead Q region for 16-byte coalesced stores.
 //
+// The prediction below was written against stage 04, before the series was split (this kernel is
+// the one the committed run measured as 06_registers); 06b's header predicts 06c against 06b.
 //! [prediction]
 // Which metric should move, and by how much (written before measuring). Per warp and 64 keys:
 //  * Shared-memory traffic: stage 04 ~46 KB (D = 64) / ~80 KB (D = 128); here 8 + 8 + 4 = 20 KB
