@@ -8,8 +8,8 @@
 #include <string>
 
 #include "fsemu/model/tma.hpp"
-#include "profile.hpp"
 #include "lifetime.hpp"
+#include "profile.hpp"
 #include "sanitize.hpp"
 #include "state.hpp"
 

@@ -12,8 +12,8 @@
 #include "fsemu/model/tensor_core.hpp"
 #include "fsemu/ptx.hpp"
 #include "fsemu/wmma.hpp"
-#include "profile.hpp"
 #include "lifetime.hpp"
+#include "profile.hpp"
 #include "state.hpp"
 
 namespace fsemu {

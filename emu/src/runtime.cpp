@@ -16,8 +16,8 @@
 #include <sstream>
 #include <vector>
 
-#include "profile.hpp"
 #include "fsemu/progress.hpp"
+#include "profile.hpp"
 #include "sanitize.hpp"
 #if defined(FSEMU_ASAN)
 #include <sanitizer/asan_interface.h>

@@ -559,7 +559,8 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
                                        "plot_stages.dat", "plot_stages.svg", "plot_seqlen.dat",
                                        "plot_seqlen.svg"};
   for (const std::string& s : build_stages().names()) {
-    for (const char* kind : {"table_", "ncu_", "ncu_diff_", "verdict_", "emu_", "step_", "status_"}) {
+    for (const char* kind :
+         {"table_", "ncu_", "ncu_diff_", "verdict_", "emu_", "step_", "status_"}) {
       expected.push_back(kind + std::string(s) + ".md");
     }
   }

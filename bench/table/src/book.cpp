@@ -465,7 +465,8 @@ static std::string emu_compare_page(const RunData& run, const std::vector<std::s
                                     const std::vector<MetricSpec>& metrics) {
   if (run.empty()) return no_measurement(plain("the emulated counts against a profile"));
   // A stage the GPU run did not profile: its emulated counts alone, marked as such.
-  if (const fs::path emu = run.dir / kEmulatedDir / ("emu_" + run.file_name(stages.front()) + ".csv");
+  if (const fs::path emu =
+          run.dir / kEmulatedDir / ("emu_" + run.file_name(stages.front()) + ".csv");
       stages.size() == 1 && fs::exists(emu) &&
       !fs::exists(run.dir / ("ncu_" + run.file_name(stages.front()) + ".csv"))) {
     Table t = ncu_table(load_ncu_csv(emu), metrics);
@@ -477,7 +478,8 @@ static std::string emu_compare_page(const RunData& run, const std::vector<std::s
   }
   // The run's files of a renamed stage carry the name it was measured under (MEASURED_AS).
   std::vector<std::string> files;
-  for (const std::string& s : stages) files.push_back(run.file_name(s));
+  for (const std::string& s : stages)
+    files.push_back(run.file_name(s));
   const EmuComparison c = emu_comparison(run.dir, run.dir / kEmulatedDir, files,
                                          load_emu_bands(FS_TABLE_BENCH_DIR "/emu-bands.txt"));
   if (c.table.rows.empty())
