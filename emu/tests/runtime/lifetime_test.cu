@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>  // getpid
+
 #include "flashsteps/cuda/launch.cuh"
 #include "flashsteps/cuda/ptx.cuh"
 #include "fsemu/access.hpp"
