@@ -180,6 +180,13 @@ chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 ALL="$all" http_proxy="$h
         grep -xF -f <(cmake --build "$build" --target help | sed -n "s/: phony\$//p") <<<"$names"
       )
       ((${#targets[@]})) || { echo "debian13-check: no target found for the cpu tests" >&2; exit 1; }
+      # Two tests need binaries no test command names: emu.profile.compare runs every emulated
+      # runner through tests/emu-compare.sh, and readme.status reads the PTX hashes of every
+      # stage (targets ptx_<stage>, ptx_measured).
+      mapfile -t -O "${#targets[@]}" targets < <(
+        cmake --build "$build" --target help | sed -n "s/: phony\$//p" |
+          grep -E "^(stage[0-9]+[a-z]?_emulated|ptx_[A-Za-z0-9_]+)\$"
+      )
       targets+=(test_00_scalar)
     fi
     echo "debian13-check: building ${targets[*]}"
