@@ -112,12 +112,9 @@ int emu_compare_command(const std::string& run_dir, const std::string& emu_dir,
   const RunData run = load_run(run_dir, stages);
   if (run.empty()) throw InputError("no run in " + run_dir + ": " + run.missing_reason);
   // The run's files of a renamed stage carry the name it was measured under (MEASURED_AS).
-  std::vector<std::string> files;
-  for (const std::string& s : stages.names())
-    files.push_back(run.file_name(s));
   const EmuComparison c = emu_comparison(
-      run.dir, emu_dir.empty() ? run.dir / kEmulatedDir : std::filesystem::path(emu_dir), files,
-      load_emu_bands(bands_file));
+      run.dir, emu_dir.empty() ? run.dir / kEmulatedDir : std::filesystem::path(emu_dir),
+      run.file_names(stages.names()), load_emu_bands(bands_file));
   emit(render(c.table, format == "markdown" ? Format::markdown : Format::console), out_file);
   for (const std::string& f : c.failures)
     std::cerr << "fs_table emu-compare: " << f << '\n';

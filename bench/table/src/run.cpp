@@ -36,6 +36,13 @@ std::string RunData::file_name(std::string_view stage) const {
   return it == measured_as.end() ? std::string(stage) : it->second;
 }
 
+std::vector<std::string> RunData::file_names(const std::vector<std::string>& stages) const {
+  std::vector<std::string> out;
+  for (const std::string& s : stages)
+    out.push_back(file_name(s));
+  return out;
+}
+
 bool RunData::has_backend(std::string_view backend) const {
   return std::any_of(measurements.begin(), measurements.end(),
                      [&](const Measurement& m) { return m.backend == backend; });

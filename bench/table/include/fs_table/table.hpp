@@ -204,6 +204,8 @@ struct RunData {
   /// The name under which this run's files hold `stage`: its MEASURED_AS name when the run
   /// measured it under that name, else `stage` itself ("ncu_" + file_name(s) + ".csv").
   std::string file_name(std::string_view stage) const;
+  /// file_name() of each stage, in order.
+  std::vector<std::string> file_names(const std::vector<std::string>& stages) const;
   const Measurement* find(std::string_view backend, const Problem& shape) const;
   bool has_backend(std::string_view backend) const;
   /// Every stage, the build's baselines and the SDPA backends in order (present or not), then
