@@ -58,8 +58,9 @@ for prov in "$run"/ncu_*.provenance.txt; do
   # wins over a runner of the old name left in the build folder.
   tree="$runners/../../stages.json"
   if [[ -f $tree ]]; then
-    renamed=$(sed -n "s/.*\"name\": \"\([^\"]*\)\".*\"measured_as\": \"$stage\".*/\1/p" "$tree")
-    if [[ -n $renamed ]]; then runner="$runners/stage${renamed%%_*}"; fi
+    renamed=$(grep -F "\"measured_as\": \"$stage\"" "$tree" |
+      sed -n 's/.*"runner": "\([^"]*\)".*/\1/p') || true
+    if [[ -n $renamed ]]; then runner="$runners/$renamed"; fi
   fi
   [[ -x $runner ]] || die "$runner is not an executable (build the emulated runners first)"
   read -r -a words <<<"$args"

@@ -31,17 +31,6 @@
 # are not multiples of any tile), small enough to take seconds on the CPU.
 set(FLASHSTEPS_RUN_IT_HERE_SHAPE --batch 1 --heads 2 --seq 129 --seq-kv 300 --dim 64 --causal)
 
-# The runner's name, as flashsteps_add_stage() makes it: stageNN (stageNNx) for a stage named NN_...
-# (NNx_...), else the
-# stage's name.
-function(flashsteps_book_runner_name stage out)
-  if(stage MATCHES "^([0-9][0-9][a-z]?)_")
-    set(${out} "stage${CMAKE_MATCH_1}" PARENT_SCOPE)
-  else()
-    set(${out} "${stage}" PARENT_SCOPE)
-  endif()
-endfunction()
-
 # Does the stage's kernel address tensor-core fragments lane by lane (mma.sync m16n8k16 or wgmma
 # through ptx.cuh)? Then its runner's --layout is part of its lesson.
 function(flashsteps_book_has_layout stage_dir out)
@@ -124,7 +113,7 @@ set(fragments "")
 foreach(stage IN LISTS list_STAGES)
   set(chapter "${CHAPTERS}/stage_${stage}.md")
   set(dir "${root}/${list_DIR_${stage}}")
-  flashsteps_book_runner_name(${stage} runner)
+  set(runner "${list_RUNNER_${stage}}")  # as the build names it (stages.json)
   if(NOT EXISTS "${chapter}")
     fail("stage ${stage}: no chapter ${chapter}")
     continue()

@@ -75,6 +75,19 @@ function(_flashsteps_declare_stage name parent baseline dir measured_as large_st
     message(FATAL_ERROR "${where}: LARGE_STEP's text may not contain '\"' or '\\'")
   endif()
   set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_LARGE_STEP_${name} "${large_step}")
+  # The runner's name, the one rule every reader of the tree takes from stages.json.
+  if(name MATCHES "^([0-9][0-9][a-z]?)_")
+    set(runner stage${CMAKE_MATCH_1})
+  else()
+    set(runner ${name})
+  endif()
+  get_property(runners GLOBAL PROPERTY FLASHSTEPS_RUNNERS)
+  if(runner IN_LIST runners)
+    message(FATAL_ERROR "${where}: its runner ${runner} is already another stage's: stages "
+                        "sharing a number differ in the letter after it (06a_, 06b_)")
+  endif()
+  set_property(GLOBAL APPEND PROPERTY FLASHSTEPS_RUNNERS ${runner})
+  set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_RUNNER_${name} "${runner}")
 endfunction()
 
 function(flashsteps_add_stage name)
@@ -82,6 +95,13 @@ function(flashsteps_add_stage name)
                         ${ARGN})
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "flashsteps_add_stage(${name}): SOURCES is required")
+  endif()
+  # Unquoted words, or a ';' inside a quoted LARGE_STEP (CMake splits the call's arguments there),
+  # would otherwise be dropped without a word.
+  if(ARG_UNPARSED_ARGUMENTS)
+    string(REPLACE ";" "', '" extra "${ARG_UNPARSED_ARGUMENTS}")
+    message(FATAL_ERROR "flashsteps_add_stage(${name}): unexpected arguments '${extra}' (a "
+                        "LARGE_STEP text may not contain ';': CMake splits arguments there)")
   endif()
   if(NOT ARG_DIR)
     set(ARG_DIR "${CMAKE_CURRENT_LIST_DIR}/${name}")
@@ -110,15 +130,7 @@ function(flashsteps_add_stage name)
             -P "${FLASHSTEPS_ROOT}/stages/collect-ptxas.cmake"
     COMMAND_EXPAND_LISTS VERBATIM)
 
-  if(name MATCHES "^([0-9][0-9][a-z]?)_")
-    set(runner stage${CMAKE_MATCH_1})
-  else()
-    set(runner ${name})
-  endif()
-  if(TARGET ${runner})
-    message(FATAL_ERROR "flashsteps_add_stage(${name}): its runner ${runner} is already another "
-                        "stage's: stages sharing a number differ in the letter after it (06a_, 06b_)")
-  endif()
+  get_property(runner GLOBAL PROPERTY FLASHSTEPS_STAGE_RUNNER_${name})
   add_executable(${runner} $<TARGET_OBJECTS:flashsteps_stage_main>)
   target_link_libraries(${runner} PRIVATE ${lib} flashsteps::runner)
   set_target_properties(${runner} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/stages")
@@ -197,10 +209,11 @@ endfunction()
 # book and the tests read; the stages in declaration order (each after its parent), then the
 # baselines. The file is rewritten only when its text changes.
 #   {"stages": [{"name": "04_cp_async", "parent": "03_online_softmax",
-#                "dir": "stages/04_cp_async"}, ...,
+#                "dir": "stages/04_cp_async", "runner": "stage04"}, ...,
 #               {"name": "06c_swizzle", ..., "measured_as": "06_registers",
 #                "large_step": "..."}, ...],
-#    "baselines": [{"name": "baseline_cublas", "dir": "bench/baselines/cublas"}]}
+#    "baselines": [{"name": "baseline_cublas", "dir": "bench/baselines/cublas",
+#                   "runner": "baseline_cublas"}]}
 function(flashsteps_write_stage_list file)
   get_property(stages GLOBAL PROPERTY FLASHSTEPS_STAGES)
   get_property(baselines GLOBAL PROPERTY FLASHSTEPS_BASELINES)
@@ -223,15 +236,18 @@ function(flashsteps_write_stage_list file)
     if(NOT large_step STREQUAL "")
       string(APPEND extra ", \"large_step\": \"${large_step}\"")
     endif()
+    get_property(runner GLOBAL PROPERTY FLASHSTEPS_STAGE_RUNNER_${name})
     string(APPEND json "${sep}\n    {\"name\": \"${name}\", \"parent\": ${parent}, "
-                       "\"dir\": \"${dir}\"${extra}}")
+                       "\"dir\": \"${dir}\", \"runner\": \"${runner}\"${extra}}")
     set(sep ",")
   endforeach()
   string(APPEND json "\n  ],\n  \"baselines\": [")
   set(sep "")
   foreach(name IN LISTS baselines)
     get_property(dir GLOBAL PROPERTY FLASHSTEPS_STAGE_DIR_${name})
-    string(APPEND json "${sep}\n    {\"name\": \"${name}\", \"dir\": \"${dir}\"}")
+    get_property(runner GLOBAL PROPERTY FLASHSTEPS_STAGE_RUNNER_${name})
+    string(APPEND json "${sep}\n    {\"name\": \"${name}\", \"dir\": \"${dir}\", "
+                       "\"runner\": \"${runner}\"}")
     set(sep ",")
   endforeach()
   string(APPEND json "\n  ]\n}\n")
@@ -241,7 +257,8 @@ endfunction()
 # flashsteps_read_stage_list(<file> <prefix>): reads a list flashsteps_write_stage_list() wrote.
 # Sets <prefix>_STAGES and <prefix>_BASELINES (names, in the list's order) and, for each name,
 # <prefix>_PARENT_<name> (empty for the first stage and the baselines), <prefix>_DIR_<name> and
-# <prefix>_MEASURED_AS_<name> and <prefix>_LARGE_STEP_<name> (empty unless declared).
+# <prefix>_RUNNER_<name>, <prefix>_MEASURED_AS_<name> and <prefix>_LARGE_STEP_<name> (empty unless
+# declared).
 function(flashsteps_read_stage_list file prefix)
   file(READ "${file}" json)
   foreach(kind stages baselines)
@@ -253,6 +270,8 @@ function(flashsteps_read_stage_list file prefix)
       foreach(i RANGE ${last})
         string(JSON name GET "${json}" ${kind} ${i} name)
         string(JSON dir GET "${json}" ${kind} ${i} dir)
+        string(JSON runner GET "${json}" ${kind} ${i} runner)
+        set(${prefix}_RUNNER_${name} "${runner}" PARENT_SCOPE)
         set(parent "")
         set(measured_as "")
         if(kind STREQUAL "stages")

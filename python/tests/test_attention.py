@@ -4,6 +4,7 @@ PyTorch's scaled_dot_product_attention."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -39,9 +40,9 @@ def runner(stage: str, emulated: bool) -> Path:
     build = os.environ.get("FLASHSTEPS_BUILD_DIR")
     if not build:
         pytest.skip("FLASHSTEPS_BUILD_DIR is not set: no runner to compare the message with")
-    # The runner's name, as flashsteps_add_stage() makes it: "stage" and the name before its first
-    # '_' for a numbered stage (06c_swizzle -> stage06c), else the stage's name.
-    name = f"stage{stage.split('_')[0]}" if stage[:2].isdigit() else stage
+    # The runner's name, as the build's stage tree records it (06c_swizzle -> stage06c).
+    tree = json.loads((Path(build) / "stages.json").read_text())
+    name = next(e["runner"] for e in tree["stages"] + tree["baselines"] if e["name"] == stage)
     path = Path(build) / "stages" / ("emulated" if emulated else "") / name
     assert path.is_file(), f"{path} is not built"
     return path

@@ -4,11 +4,12 @@
 # flashsteps_add_stage() only declares the stage.
 #
 #   cmake -DROOT=<src> -DBUILD_LIST=<build>/stages.json -DTABLE=<fs_table> -DWORK=<dir>
-#         [-DORPHAN=ON] -P add_stage.cmake
+#         [-DBAD=orphan|runner_clash|split_large_step] -P add_stage.cmake
 #
 # BUILD_LIST is the list the configure step wrote; the script's own list must be that one plus
-# the new stage. ORPHAN=ON declares a stage whose parent does not exist instead: the declaration
-# must fail (the test that runs it expects the message).
+# the new stage. BAD declares instead a stage the tree must refuse — one whose parent does not
+# exist, one whose runner another stage has, one whose LARGE_STEP CMake splits at a ';' — and the
+# declaration must fail (the test that runs it expects the message).
 cmake_minimum_required(VERSION 3.25)
 foreach(var ROOT BUILD_LIST TABLE WORK)
   if(NOT DEFINED ${var})
@@ -26,9 +27,20 @@ foreach(name IN LISTS built_BASELINES)
 endforeach()
 include("${ROOT}/stages/CMakeLists.txt")
 
-if(ORPHAN)
+# A declaration the tree must refuse (each test that runs one expects its message).
+list(GET built_STAGES -1 last_stage)
+if(BAD STREQUAL "orphan")
   flashsteps_add_stage(09_orphan SOURCES kernels.cu launcher.cu PARENT 99_nowhere)
-  message(FATAL_ERROR "add_stage.cmake: a stage with an undeclared parent was accepted")
+elseif(BAD STREQUAL "runner_clash")
+  # 00x_... would be fine; 00_other shares stage00 with 00_scalar.
+  flashsteps_add_stage(00_other SOURCES kernels.cu launcher.cu PARENT ${last_stage})
+elseif(BAD STREQUAL "split_large_step")
+  # A ';' in a quoted argument splits it: CMake would otherwise keep "a" and drop " b".
+  flashsteps_add_stage(09_split SOURCES kernels.cu launcher.cu PARENT ${last_stage}
+                       LARGE_STEP "a; b")
+endif()
+if(DEFINED BAD)
+  message(FATAL_ERROR "add_stage.cmake: the declaration BAD=${BAD} was accepted")
 endif()
 
 # The one line a new stage needs (its folder would sit next to the others; nothing is compiled
@@ -56,7 +68,7 @@ if(NOT mine_STAGES STREQUAL expected)
   fail("${list} lists ${mine_STAGES}; expected the build's stages and then 08_throwaway")
 endif()
 foreach(name IN LISTS built_STAGES)
-  foreach(key PARENT DIR MEASURED_AS LARGE_STEP)
+  foreach(key PARENT DIR RUNNER MEASURED_AS LARGE_STEP)
     if(NOT "${mine_${key}_${name}}" STREQUAL "${built_${key}_${name}}")
       fail("${name}'s ${key} is '${mine_${key}_${name}}' here but '${built_${key}_${name}}' in "
            "the build's ${BUILD_LIST}")
