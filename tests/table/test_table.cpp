@@ -213,6 +213,41 @@ TEST_CASE("a stage is compared with its parent, not with the stage listed before
   CHECK(run.backends()[3] == "sdpa_flash");
 }
 
+TEST_CASE(
+    "a stage whose parent the run did not measure is compared with the nearest measured "
+    "ancestor, and says so",
+    "[stages][compare]") {
+  // 03_online_softmax builds on 03a_unmeasured, which builds on 02_wmma; the run has no time for
+  // 03a_unmeasured.
+  const StageList tree = parse_stage_list(R"({"stages": [
+      {"name": "02_wmma", "parent": null},
+      {"name": "03a_unmeasured", "parent": "02_wmma"},
+      {"name": "03_online_softmax", "parent": "03a_unmeasured"}]})",
+                                          "tree.json");
+  const RunData run = load_run(kFixtures / "run_full", tree);
+  const RunData::ComparedParent cp = run.compared_parent("03_online_softmax");
+  CHECK(cp.stage == "02_wmma");
+  CHECK(cp.skipped == std::vector<std::string>{"03a_unmeasured"});
+  CHECK(run.compared_parent("02_wmma").stage.empty());
+  const RunData::ComparedParent direct = run.compared_parent("03a_unmeasured");
+  CHECK(direct.stage == "02_wmma");
+  CHECK(direct.skipped.empty());
+
+  // The ratio is 02_wmma's (the same 4.00x as with 02_wmma as the parent), marked with a note
+  // naming both stages.
+  const Table t = shape_table(run, shape(kA));
+  const std::string ratio = cell(t, "03_online_softmax", "vs parent stage");
+  REQUIRE(ratio.starts_with("4.00x ("));
+  const std::size_t note = std::stoul(ratio.substr(7)) - 1;  // "4.00x (k)": note k
+  REQUIRE(note < t.notes.size());
+  CHECK_THAT(text(t.notes[note]), ContainsSubstring("against 02_wmma") &&
+                                      ContainsSubstring("nearest ancestor") &&
+                                      ContainsSubstring("03a_unmeasured"));
+  const Table s = stage_table(run, "03_online_softmax", DType::fp16);
+  CHECK(cell(s, "D=64 S=512 (B=32, H=32)", "vs 02_wmma") == "4.00x");
+  CHECK_THAT(text(s.caption), ContainsSubstring("03a_unmeasured"));
+}
+
 TEST_CASE("speedup, ratios and % of peak", "[compare]") {
   CHECK(speedup(4.0, 1.0) == 4.0);
   CHECK(speedup(0.5, 1.0) == 0.5);

@@ -258,11 +258,24 @@ std::string ncu_page(const RunData& run, std::string_view stage,
 
 std::string ncu_diff_page(const RunData& run, std::string_view stage,
                           const std::vector<MetricSpec>& metrics) {
-  const std::string prev = run.stages.parent_of(stage);
+  std::string prev = run.stages.parent_of(stage);
   if (prev.empty()) {
     return md(code(std::string(stage)) +
               plain(" is the first stage: there is no parent's profile to compare with.")) +
            "\n";
+  }
+  // An unmeasured parent: the diff is against the nearest ancestor the run measured, said so.
+  const RunData::ComparedParent cp = run.compared_parent(stage);
+  std::string skipped_note;
+  if (!cp.stage.empty() && !cp.skipped.empty()) {
+    Text skipped;
+    for (std::size_t k = 0; k < cp.skipped.size(); ++k)
+      skipped = skipped + plain(k ? ", " : "") + code(cp.skipped[k]);
+    skipped_note =
+        md(plain("This run did not measure ") + skipped + plain(": the diff is against ") +
+           code(cp.stage) + plain(", the nearest ancestor it measured.")) +
+        "\n\n";
+    prev = cp.stage;
   }
   const fs::path before = ncu_csv(run, prev), after = ncu_csv(run, stage);
   for (const fs::path& f : {before, after}) {
@@ -277,7 +290,7 @@ std::string ncu_diff_page(const RunData& run, std::string_view stage,
   Table t = without_names(ncu_diff_table(pb, pa, metrics, prev, std::string(stage)));
   t.caption =
       plain("Nsight Compute: ") + code(prev) + plain(" against ") + code(std::string(stage));
-  std::string text = md(run_caption(run)) + "\n\n";
+  std::string text = md(run_caption(run)) + "\n\n" + skipped_note;
   if (const std::string a = load_ncu_provenance(before)["runner_args"],
       b = load_ncu_provenance(after)["runner_args"];
       a != b) {

@@ -130,6 +130,16 @@ Text no_time_at_shape(std::string_view backend) {
 }
 
 // "D=64 causal S=1024 (B=16, H=32)": a shape as a row label.
+// Why a "vs parent" ratio is against an older stage: the parents between were not measured.
+Text skipped_parents_note(const RunData::ComparedParent& cp) {
+  Text skipped;
+  for (std::size_t k = 0; k < cp.skipped.size(); ++k)
+    skipped = skipped + plain(k ? ", " : "") + code(cp.skipped[k]);
+  return plain("against ") + code(cp.stage) +
+         plain(", the nearest ancestor this run measured (it has no time for ") + skipped +
+         plain(")");
+}
+
 Text shape_label(const Problem& p) {
   return plain("D=" + std::to_string(p.head_dim) + (p.causal ? " causal " : " ") + column_label(p) +
                " (B=" + std::to_string(p.batch) + ", H=" + std::to_string(p.heads) + ")");
@@ -200,10 +210,15 @@ Table shape_table(const RunData& run, const Problem& shape) {
     row.push_back(peak.flops_per_second ? plain(fmt_percent(percent_of_peak(
                                               m.flops_per_second(), *peak.flops_per_second)))
                                         : notes.mark(peak.reason));
-    if (const std::string prev = run.stages.parent_of(b); prev.empty()) {
+    if (const std::string parent = run.stages.parent_of(b); parent.empty()) {
       row.push_back(plain("-"));
+    } else if (const RunData::ComparedParent cp = run.compared_parent(b);
+               cp.skipped.empty() || cp.stage.empty()) {
+      row.push_back(ratio_to(lookup_time(run, parent, shape), parent, m));
+    } else if (const TimeLookup ref = lookup_time(run, cp.stage, shape); !ref.m) {
+      row.push_back(notes.mark(no_time_at_shape(cp.stage)));
     } else {
-      row.push_back(ratio_to(lookup_time(run, prev, shape), prev, m));
+      row.push_back(notes.annotate(ratio_cell(*ref.m, m), skipped_parents_note(cp)));
     }
     row.push_back(ratio_to(flash, "sdpa_flash", m));
     row.push_back(ratio_to(cudnn, "sdpa_cudnn", m));
@@ -217,9 +232,13 @@ Table shape_table(const RunData& run, const Problem& shape) {
 Table stage_table(const RunData& run, std::string_view stage, DType dtype) {
   Table t;
   Footnotes notes;
-  const std::string prev = run.stages.parent_of(stage);
+  // The parent, or the nearest ancestor the run measured when it has no time for the parent.
+  const RunData::ComparedParent cp = run.compared_parent(stage);
+  const std::string prev = cp.stage.empty() ? run.stages.parent_of(stage) : cp.stage;
   t.caption = code(std::string(stage)) +
               plain(" at every " + std::string(to_string(dtype)) + " shape of this run");
+  if (!cp.stage.empty() && !cp.skipped.empty())
+    t.caption = t.caption + plain("; \"vs parent\" is ") + skipped_parents_note(cp);
   auto column = [&](Text h, bool numeric) {
     t.header.push_back(std::move(h));
     t.numeric.push_back(numeric);

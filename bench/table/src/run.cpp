@@ -48,6 +48,19 @@ bool RunData::has_backend(std::string_view backend) const {
                      [&](const Measurement& m) { return m.backend == backend; });
 }
 
+RunData::ComparedParent RunData::compared_parent(std::string_view stage) const {
+  ComparedParent out;
+  for (std::string p = stages.parent_of(stage); !p.empty(); p = stages.parent_of(p)) {
+    if (has_backend(p)) {
+      out.stage = p;
+      return out;
+    }
+    out.skipped.push_back(p);
+  }
+  out.skipped.clear();
+  return out;
+}
+
 std::vector<std::string> StageList::names() const {
   std::vector<std::string> out;
   for (const Stage& s : stages)

@@ -147,7 +147,7 @@ std::string render(const Table& t, Format f) {
   return os.str();
 }
 
-Text Footnotes::mark(const Text& reason) {
+std::string Footnotes::number(const Text& reason) {
   const std::string key = render(reason, Format::markdown);
   auto it = std::find(keys_.begin(), keys_.end(), key);
   if (it == keys_.end()) {
@@ -155,7 +155,18 @@ Text Footnotes::mark(const Text& reason) {
     notes_.push_back(reason);
     it = keys_.end() - 1;
   }
-  return plain("n/a (" + std::to_string(it - keys_.begin() + 1) + ")");
+  std::string n = "(";  // appended, not "(" + ... + ")": GCC 12 warns falsely there (-Wrestrict)
+  n += std::to_string(it - keys_.begin() + 1);
+  n += ')';
+  return n;
+}
+
+Text Footnotes::mark(const Text& reason) {
+  return plain("n/a " + number(reason));
+}
+
+Text Footnotes::annotate(const std::string& value, const Text& note) {
+  return plain(value + " " + number(note));
 }
 
 std::string fmt_sig(double x, int digits) {

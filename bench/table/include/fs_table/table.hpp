@@ -66,10 +66,14 @@ class Footnotes {
  public:
   /// The cell text for a missing value with this reason.
   Text mark(const Text& reason);
+  /// The cell text for a value that needs a note: "1.23x (2)".
+  Text annotate(const std::string& value, const Text& note);
   /// The reasons in order of first use; pass as Table::notes.
   const std::vector<Text>& notes() const { return notes_; }
 
  private:
+  std::string number(const Text& reason);  ///< "(k)", adding the reason if new
+
   std::vector<std::string> keys_;
   std::vector<Text> notes_;
 };
@@ -208,6 +212,14 @@ struct RunData {
   std::vector<std::string> file_names(const std::vector<std::string>& stages) const;
   const Measurement* find(std::string_view backend, const Problem& shape) const;
   bool has_backend(std::string_view backend) const;
+  /// The stage `stage` is compared with in this run's "vs parent" columns: its parent when the
+  /// run measured it, else the nearest ancestor the run measured (parents it skips, nearest first,
+  /// in `skipped`); empty when `stage` has no parent or no ancestor was measured.
+  struct ComparedParent {
+    std::string stage;
+    std::vector<std::string> skipped;
+  };
+  ComparedParent compared_parent(std::string_view stage) const;
   /// Every stage, the build's baselines and the SDPA backends in order (present or not), then
   /// any other backend the run holds, sorted.
   std::vector<std::string> backends() const;
