@@ -268,13 +268,10 @@ std::string ncu_diff_page(const RunData& run, std::string_view stage,
   const RunData::ComparedParent cp = run.compared_parent(stage);
   std::string skipped_note;
   if (!cp.stage.empty() && !cp.skipped.empty()) {
-    Text skipped;
-    for (std::size_t k = 0; k < cp.skipped.size(); ++k)
-      skipped = skipped + plain(k ? ", " : "") + code(cp.skipped[k]);
-    skipped_note =
-        md(plain("This run did not measure ") + skipped + plain(": the diff is against ") +
-           code(cp.stage) + plain(", the nearest ancestor it measured.")) +
-        "\n\n";
+    skipped_note = md(plain("This run did not measure ") + RunData::skipped_list(cp) +
+                      plain(": the diff is against ") + code(cp.stage) +
+                      plain(", the nearest ancestor it measured.")) +
+                   "\n\n";
     prev = cp.stage;
   }
   const fs::path before = ncu_csv(run, prev), after = ncu_csv(run, stage);

@@ -132,12 +132,9 @@ Text no_time_at_shape(std::string_view backend) {
 // "D=64 causal S=1024 (B=16, H=32)": a shape as a row label.
 // Why a "vs parent" ratio is against an older stage: the parents between were not measured.
 Text skipped_parents_note(const RunData::ComparedParent& cp) {
-  Text skipped;
-  for (std::size_t k = 0; k < cp.skipped.size(); ++k)
-    skipped = skipped + plain(k ? ", " : "") + code(cp.skipped[k]);
   return plain("against ") + code(cp.stage) +
-         plain(", the nearest ancestor this run measured (it has no time for ") + skipped +
-         plain(")");
+         plain(", the nearest ancestor this run measured (it has no time for ") +
+         RunData::skipped_list(cp) + plain(")");
 }
 
 Text shape_label(const Problem& p) {

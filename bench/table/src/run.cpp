@@ -61,6 +61,13 @@ RunData::ComparedParent RunData::compared_parent(std::string_view stage) const {
   return out;
 }
 
+Text RunData::skipped_list(const ComparedParent& cp) {
+  Text t;
+  for (std::size_t k = 0; k < cp.skipped.size(); ++k)
+    t = t + plain(k ? ", " : "") + code(cp.skipped[k]);
+  return t;
+}
+
 std::vector<std::string> StageList::names() const {
   std::vector<std::string> out;
   for (const Stage& s : stages)

@@ -220,6 +220,8 @@ struct RunData {
     std::vector<std::string> skipped;
   };
   ComparedParent compared_parent(std::string_view stage) const;
+  /// The parents compared_parent() skipped, as "`06b_registers`, `06a_mma_sync`".
+  static Text skipped_list(const ComparedParent& cp);
   /// Every stage, the build's baselines and the SDPA backends in order (present or not), then
   /// any other backend the run holds, sorted.
   std::vector<std::string> backends() const;
