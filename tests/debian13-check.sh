@@ -192,6 +192,6 @@ chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 ALL="$all" http_proxy="$h
     echo "debian13-check: building ${targets[*]}"
     cmake --build "$build" -j "$JOBS" --target "${targets[@]}"
     cd "$build"
-    ctest -L cpu --output-on-failure --no-tests=error
+    ctest -L cpu -j "$JOBS" --output-on-failure --no-tests=error
   '
 say "ok: the CPU tests pass on Debian 13"

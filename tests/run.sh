@@ -28,4 +28,7 @@ if [[ -z "$preset" ]]; then
   if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then preset=gpu; fi
 fi
 echo "tests/run.sh: preset $preset"
+# Without a GPU every test is CPU work: run them on every core (CTest's own variable wins). On a GPU
+# host they run one at a time, so the GPU suites do not share the GPU.
+if [[ $preset == cpu ]]; then export CTEST_PARALLEL_LEVEL="${CTEST_PARALLEL_LEVEL:-$(nproc)}"; fi
 cmake --workflow --preset "$preset"
