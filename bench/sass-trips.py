@@ -1,0 +1,532 @@
+#!/usr/bin/env python3
+"""bench/sass-trips.py — the emulator's instruction counts against what the SASS implies.
+
+Until a GPU run measures executed-instruction counts (bench/ncu-metrics.txt asks for them), the
+emulated counts of the committed profiles' shapes are checked against a count made without the
+emulator: each fused stage's kernels are compiled for sm_90a (the flags of tests/ptx-manifest.sh,
+plus -lineinfo as the build adds), the profiled kernel's SASS is disassembled on its own
+(nvdisasm), its loops are found from the control flow (natural loops of the dominator tree: a
+branch to a block that dominates it), and the instructions of each class are counted per loop body
+and outside loops. A per-stage trip-count model, derived below from each kernel's source (not from
+the emulator), says how often each loop runs at the profile's shape and how many warps run it:
+
+    prediction(class) = sum over instructions of that class of
+                        (product of the trip counts of the loops around it) x warps that run it
+
+    bench/sass-trips.py check --build build/cpu --run book/data/<gpu>/<run> [--out FILE] [--stage S]
+    bench/sass-trips.py markdown FILE         # the book's table (book/generate.cmake)
+
+check: compiles and disassembles every stage of <build>/stages.json that the run profiled, sums the
+per-kernel SASS census over the binary and compares it with the run's sass_<stage>.txt (the same
+classes bench/bundle.sh counts), runs the emulated runner (<build>/stages/emulated) at the profile's
+shape with --profile, and compares per class. Exit 1 when a class leaves its band (BANDS: exact for
+tensor, ldmatrix and TMA) or a loop of a modelled kernel has no trip count; a stage without a model
+is reported as such. --out writes the comparison (TSV, read by `markdown`); the committed one is
+book/data/<run>/emulated/sass_trips.tsv, which CTest emu.sass.trips keeps current.
+Exit codes: 0 ok, 1 a check failed, 2 bad arguments or a missing tool.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The instruction classes compared: (name, SASS opcode regex, the emulator's --profile line).
+# HMMA.16816 is one mma.sync.m16n8k16; a WMMA mma_sync of 16x16x16 is two of them (the SASS of
+# stage 03 has 2 HMMA.16816 per wmma::mma_sync: 16 per unrolled k step of 4 n-tiles x 2 k). HGMMA
+# is one wgmma per warpgroup, executed (and counted by the emulator and the hardware) once per warp.
+CLASSES = [
+    ("tensor (HMMA, HGMMA)", r"^(HMMA|HGMMA)\.", "inst.tensor"),
+    ("ldmatrix (LDSM)", r"^LDSM\.", "inst.ldmatrix"),
+    ("cp.async (LDGSTS)", r"^LDGSTS\.", "inst.cp_async"),
+    ("TMA load (UTMALDG)", r"^UTMALDG\b", "inst.tma.load"),
+    ("TMA store (UTMASTG)", r"^UTMASTG\b", "inst.tma.store"),
+    ("shared load (LDS)", r"^LDS(\.|$)", "inst.shared.ld"),
+    ("shared store (STS)", r"^STS(\.|$)", "inst.shared.st"),
+    ("global load (LDG)", r"^LDG(\.|$)", "inst.global.ld"),
+    ("global store (STG)", r"^STG(\.|$)", "inst.global.st"),
+    ("shuffle (SHFL)", r"^SHFL\.", "inst.shfl"),
+]
+# Bands of predicted / emulated: exact where the instruction stream fixes the count. Other
+# classes per stage in MODELS (their reasons are in the book's page and beside each band).
+EXACT = ("tensor (HMMA, HGMMA)", "ldmatrix (LDSM)", "TMA load (UTMALDG)", "TMA store (UTMASTG)")
+# The classes bench/bundle.sh counted into a run's sass_<stage>.txt.
+CENSUS = r"\b(HMMA|HGMMA|LDSM|LDGSTS|UTMALDG|UTMASTG|USETMAXREG|BAR|SYNCS)[.A-Z0-9]*"
+
+
+# ---- the trip-count models ---------------------------------------------------------------------
+# One entry per stage (stages.json name). kernel: the profiled instantiation, as its demangled name
+# ends its template arguments. blocks/warps: the launch at the profile's shape. loops: (regex on
+# the text of the kernels.cu source line a SASS loop's back edge or header belongs to, trips per
+# entry of the loop, warps that run it or None for all). Several SASS loops may come from one source
+# loop (a remainder loop before an unrolled one); trips is then a list in SASS order. bands: the
+# classes that are not exact, (low, high) of predicted / emulated. Shape: B=4, H=16, Sq=Skv=2048,
+# D=64, fp16, not causal (the runner arguments of the run's ncu_<stage>.provenance.txt).
+def _model_03(s):
+    # stages/03_online_softmax: OnlineSoftmaxTraits<64>: Br = Bc = 64, 128 threads = 4 warps.
+    br, bc, d, thr = 64, 64, s["D"], 128
+    tc = s["Skv"] // bc  # the tile loop: Tc_i = ceil(kv_stop / Bc), every key visible
+    return dict(
+        kernel=f"<__half, {d}, false>", blocks=s["B"] * s["H"] * (s["Sq"] // br), warps=thr // 32,
+        loops=[
+            # sO zeroing: e = tid; e < Br*D; e += 128: 32 trips per thread; nvcc peels a remainder
+            # loop (32 mod 4 = 0 trips) before a 4-times unrolled one (8 trips).
+            (r"e < Br \* D", [(br * d // thr) % 4, br * d // thr // 4], None),
+            (r"j < Tc_i", tc, None),  # the tile loop
+            (r"kk < D / kF", d // 16 // 2, None),  # #pragma unroll 2 of D/16 k steps
+            (r"d < D; d \+= 2", d // 2 // 8, None),  # O rescale: D/2 per lane, #pragma unroll 8
+        ],
+        # The O rescale's start (half) is not a constant, so nvcc puts up to 7 single steps before
+        # the 8-times unrolled loop; D/2 = 32 steps leave 32 mod 8 = 0 of them to run.
+        remainders=[(r"o_row\[d\] \*= alpha", r"d < D; d \+= 2", (d // 2) % 8 / 7)],
+        bands={"shared load (LDS)": (0.95, 1.05), "shared store (STS)": (0.95, 1.05),
+               "global load (LDG)": (0.95, 1.05), "global store (STG)": (0.95, 1.05),
+               "shuffle (SHFL)": (0.95, 1.05), "cp.async (LDGSTS)": (1, 1)},
+    )
+
+
+MODELS = {
+    "03_online_softmax": _model_03,
+}
+
+
+# ---- SASS: disassembly, control flow, loops ----------------------------------------------------
+def find_tool(name):
+    """nvdisasm / cuobjdump: on PATH, else the PyPI wheel in this Python's environment."""
+    path = shutil.which(name)
+    if path:
+        return path
+    for prefix in (sys.prefix, os.path.join(ROOT, "build", "venv")):
+        hits = glob.glob(os.path.join(prefix, "lib", "python3*", "site-packages", "nvidia", "cu*",
+                                      "bin", name))
+        if hits:
+            return hits[0]
+    return None
+
+
+def demangle(names):
+    out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True,
+                         check=True).stdout.split("\n")
+    return dict(zip(names, out))
+
+
+INS = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z0-9_.]+)(.*?);")
+
+
+def parse_functions(text):
+    """{mangled name: [instruction dict]} from `nvdisasm -g -c`."""
+    funcs = {}
+    for chunk in re.split(r"\n\t\.section\t\.text\.", text)[1:]:
+        name = chunk.split(",", 1)[0]
+        src, ins, labels = None, [], {}
+        for line in chunk.split("\n"):
+            m = re.match(r'\s*//## File "([^"]+)", line (\d+)', line)
+            if m:
+                src = (m.group(1), int(m.group(2)))
+                continue
+            m = re.match(r"^(\.L_x_\d+):", line)
+            if m:
+                labels[m.group(1)] = len(ins)
+                continue
+            m = INS.match(line)
+            if m:
+                tgt = re.search(r"`\((\.L_x_\d+)\)", m.group(4))
+                ins.append(dict(pred=m.group(2), op=m.group(3), tgt=tgt.group(1) if tgt else None,
+                                src=src))
+        for x in ins:
+            x["tgt"] = labels.get(x["tgt"]) if x["tgt"] else None
+        funcs[name] = ins
+    return funcs
+
+
+def find_loops(ins):
+    """Natural loops: [(header index, set of instruction indices)], merged per header."""
+    n = len(ins)
+    starts = {0}
+    for i, x in enumerate(ins):
+        if x["tgt"] is not None:
+            starts.add(x["tgt"])
+        if x["op"].startswith(("BRA", "EXIT", "RET", "CALL", "BRX", "JMP")) and i + 1 < n:
+            starts.add(i + 1)
+    starts = sorted(starts)
+    block_of = {}
+    blocks = []
+    for k, s in enumerate(starts):
+        e = starts[k + 1] if k + 1 < len(starts) else n
+        blocks.append((s, e))
+        for i in range(s, e):
+            block_of[i] = k
+    succ = [set() for _ in blocks]
+    for k, (s, e) in enumerate(blocks):
+        last = ins[e - 1]
+        op = last["op"]
+        uncond = last["pred"] is None
+        if last["tgt"] is not None and op.startswith("BRA"):
+            succ[k].add(block_of[last["tgt"]])
+        falls = not (uncond and op.startswith(("BRA", "EXIT", "RET", "BRX", "JMP")))
+        if falls and e < n:
+            succ[k].add(block_of[e])
+    pred = [set() for _ in blocks]
+    for k, ss in enumerate(succ):
+        for t in ss:
+            pred[t].add(k)
+    # Dominators, iteratively (a few thousand instructions, a few hundred blocks).
+    nb = len(blocks)
+    reach = {0}
+    stack = [0]
+    while stack:
+        k = stack.pop()
+        for t in succ[k]:
+            if t not in reach:
+                reach.add(t)
+                stack.append(t)
+    dom = [set(reach) for _ in range(nb)]
+    dom[0] = {0}
+    changed = True
+    while changed:
+        changed = False
+        for k in sorted(reach):
+            if k == 0:
+                continue
+            ps = [dom[p] for p in pred[k] if p in reach]
+            new = set.intersection(*ps) | {k} if ps else {k}
+            if new != dom[k]:
+                dom[k] = new
+                changed = True
+    loops = {}
+    for u in reach:
+        for h in succ[u]:
+            if h in dom[u]:  # a back edge u -> h
+                body = {h, u}
+                stack = [u] if u != h else []
+                while stack:
+                    k = stack.pop()
+                    for p in pred[k]:
+                        if p not in body and p in reach:
+                            body.add(p)
+                            stack.append(p)
+                loops.setdefault(h, set()).update(body)
+                loops[h].add(-1 - u)  # remember the back edges' blocks (negative)
+    out = []
+    for h, body in sorted(loops.items()):
+        tails = [-1 - b for b in body if b < 0]
+        idx = set()
+        for b in body:
+            if b >= 0:
+                idx.update(range(*blocks[b]))
+        out.append(dict(header=blocks[h][0], tails=[blocks[t][1] - 1 for t in tails], ins=idx))
+    return out
+
+
+def is_spin(loop, ins):
+    """An mbarrier wait's retry loop: its trips depend on timing, and it holds nothing counted
+    but the wait itself (the emulator counts completed waits, not tries)."""
+    ops = [ins[i]["op"] for i in loop["ins"]]
+    return any(o.startswith("SYNCS.PHASECHK") for o in ops) and all(
+        o.startswith(("SYNCS", "BRA", "NOP", "NANOSLEEP", "YIELD", "ISETP", "IADD", "MOV", "SEL",
+                      "PLOP3")) for o in ops)
+
+
+def source_text(path, line, cache={}):
+    if path not in cache:
+        try:
+            with open(path, encoding="utf-8") as f:
+                cache[path] = f.read().split("\n")
+        except OSError:
+            cache[path] = []
+    lines = cache[path]
+    return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+# ---- the comparison ----------------------------------------------------------------------------
+def compile_cubin(nvcc, stage_dir, out):
+    src = os.path.join(ROOT, stage_dir, "kernels.cu")
+    cmd = [nvcc, "-std=c++20", "-O3", "-lineinfo", "--cubin", "-arch=sm_90a",
+           "-I" + os.path.join(ROOT, "common", "include"), "-I" + os.path.join(ROOT, stage_dir),
+           "-o", out, src]
+    subprocess.run(cmd, check=True)
+
+
+def census(ins_lists):
+    counts = {}
+    for ins in ins_lists:
+        for x in ins:
+            m = re.match(CENSUS, x["op"])  # cut where bench/bundle.sh's grep -o cuts it
+            if m:
+                counts[m.group(0)] = counts.get(m.group(0), 0) + 1
+    return counts
+
+
+def read_census(path):
+    counts = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 2:
+                counts[parts[1]] = int(parts[0])
+    return counts
+
+
+def emulated_counts(runner, args):
+    out = subprocess.run([runner] + args + ["--profile", "--profile-blocks", "4"],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{runner} failed:\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
+    kernels = []
+    for line in out.stdout.split("\n"):
+        m = re.match(r"profile\s+kernel \d+: (.*)$", line)
+        if m:
+            kernels.append((m.group(1), {}))
+            continue
+        m = re.match(r"\s+(inst\.[a-z_.0-9]+)\s+(\d+)\b", line)
+        if m and kernels:
+            kernels[-1][1][m.group(1)] = int(m.group(2))
+    return kernels
+
+
+def predict(ins, model, kernel_source):
+    """Per class: (prediction, [messages]). Loops are matched to the model by their source line."""
+    loops = find_loops(ins)
+    msgs = []
+    trips_of = {}  # loop index in `loops` -> (trips, warps)
+    loop_model = {}  # loop index -> index of the model's loop it matched
+    used = {}
+    for li, lp in enumerate(loops):
+        lines = []
+        for i in [lp["header"]] + lp["tails"]:
+            src = ins[i]["src"]
+            if src and os.path.realpath(src[0]) == os.path.realpath(kernel_source):
+                lines.append(src[1])
+        counted = [i for i in lp["ins"] if any(re.match(c[1], ins[i]["op"]) for c in CLASSES)]
+        if is_spin(lp, ins):
+            trips_of[li] = (1, None)
+            continue
+        match = None
+        for mi, (pat, trips, warps) in enumerate(model["loops"]):
+            if any(re.search(pat, source_text(kernel_source, ln)) for ln in lines):
+                match = (mi, trips, warps)
+                break
+        if match is None:
+            where = ", ".join(f"kernels.cu:{ln}" for ln in sorted(set(lines))) or "no kernels.cu line"
+            if counted:
+                msgs.append(f"no trip-count model for the SASS loop at {where} "
+                            f"({len(counted)} counted instructions)")
+            trips_of[li] = (1, None)
+            continue
+        mi, trips, warps = match
+        loop_model[li] = mi
+        k = used.get(mi, 0)
+        used[mi] = k + 1
+        if isinstance(trips, list):
+            if k >= len(trips):
+                msgs.append(f"model '{model['loops'][mi][0]}' names {len(trips)} SASS loops, "
+                            f"the SASS has more")
+                trips = 1
+            else:
+                trips = trips[k]
+        trips_of[li] = (trips, warps)
+    for mi, (pat, trips, _) in enumerate(model["loops"]):
+        want = len(trips) if isinstance(trips, list) else None
+        got = used.get(mi, 0)
+        if got == 0:
+            msgs.append(f"model loop '{pat}' matches no SASS loop")
+        elif want is not None and got != want:
+            msgs.append(f"model loop '{pat}' names {want} SASS loops, the SASS has {got}")
+    preds = {c[0]: 0 for c in CLASSES}
+    for i, x in enumerate(ins):
+        cls = [c[0] for c in CLASSES if re.match(c[1], x["op"])]
+        if not cls:
+            continue
+        mult, warps = 1, model["warps"]
+        inner = None
+        for li, lp in enumerate(loops):
+            if i in lp["ins"]:
+                t, w = trips_of[li]
+                mult *= t
+                if w is not None and (inner is None or len(lp["ins"]) < len(loops[inner]["ins"])):
+                    inner = li
+        if inner is not None:
+            warps = trips_of[inner][1]
+        for body, loop_pat, fraction in model.get("remainders", []):
+            text = source_text(*x["src"]) if x["src"] else ""
+            in_loop = any(i in lp["ins"] and model["loops"][mi][0] == loop_pat
+                          for li, lp in enumerate(loops) for mi in [loop_model.get(li)]
+                          if mi is not None)
+            if re.search(body, text) and not in_loop:
+                mult *= fraction
+        preds[cls[0]] += round(mult * warps * model["blocks"])
+    return preds, msgs, loops
+
+
+def template_name(demangled):
+    """The demangled name without its parameter list: '...kernel<__half, 64, false>'."""
+    cut = demangled.rfind(">(")
+    return demangled[:cut + 1] if cut >= 0 else demangled
+
+
+def runner_name(stage):
+    m = re.match(r"^([0-9][0-9][a-z]?)_", stage)
+    return "stage" + m.group(1) if m else stage
+
+
+def check(a):
+    build = os.path.abspath(a.build)
+    with open(os.path.join(build, "stages.json"), encoding="utf-8") as f:
+        tree = json.load(f)
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    nvdisasm = find_tool("nvdisasm")
+    if not os.path.exists(nvcc) or not nvdisasm:
+        print("sass-trips: needs nvcc and nvdisasm (tests/install-deps.sh puts NVIDIA's nvdisasm "
+              "wheel in build/venv)", file=sys.stderr)
+        return 2
+    rows, status = [], 0
+    work = tempfile.mkdtemp(prefix="sass-trips.")
+    total_compile = 0.0
+    try:
+        for st in tree["stages"]:
+            name = st["name"]
+            measured = st.get("measured_as", name)
+            if a.stage and name not in a.stage:
+                continue
+            prov = os.path.join(a.run, f"ncu_{measured}.provenance.txt")
+            if not os.path.exists(prov):
+                continue  # not profiled by the run
+            if not os.path.exists(os.path.join(ROOT, st["dir"], "kernels.cu")):
+                continue
+            cubin = os.path.join(work, name + ".cubin")
+            t0 = time.time()
+            compile_cubin(nvcc, st["dir"], cubin)
+            total_compile += time.time() - t0
+            dis = subprocess.run([nvdisasm, "-g", "-c", cubin], capture_output=True, text=True,
+                                 check=True).stdout
+            funcs = parse_functions(dis)
+            # The census of the whole binary against the run's (same classes as bench/bundle.sh).
+            committed = os.path.join(a.run, f"sass_{measured}.txt")
+            if os.path.exists(committed):
+                mine, theirs = census(funcs.values()), read_census(committed)
+                same = mine == theirs
+                diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+                note = "same as the run's sass_%s.txt" % measured if same else \
+                    "differs from the run's sass_%s.txt in %s" % (measured, ", ".join(
+                        f"{k} {theirs.get(k, 0)}->{mine.get(k, 0)}" for k in diff[:6]))
+                print(f"{name}: SASS census {note}")
+                rows.append((name, "census", "", "", "", "same" if same else "differs"))
+            if name not in MODELS:
+                print(f"{name}: no trip-count model")
+                rows.append((name, "model", "", "", "", "no trip-count model"))
+                continue
+            with open(prov, encoding="utf-8") as f:
+                args = re.search(r"^runner_args: (.*)$", f.read(), re.M).group(1).split()
+            shape = dict(B=int(args[args.index("--batch") + 1]),
+                         H=int(args[args.index("--heads") + 1]),
+                         Sq=int(args[args.index("--seq") + 1]),
+                         Skv=int(args[args.index("--seq") + 1]),
+                         D=int(args[args.index("--dim") + 1]))
+            model = MODELS[name](shape)
+            names = demangle(list(funcs))
+            chosen = [k for k, v in names.items()
+                      if template_name(v).endswith(model["kernel"])]
+            if len(chosen) != 1:
+                print(f"{name}: {len(chosen)} SASS functions end in {model['kernel']}")
+                status = 1
+                continue
+            preds, msgs, _ = predict(funcs[chosen[0]], model,
+                                     os.path.join(ROOT, st["dir"], "kernels.cu"))
+            for m in msgs:
+                print(f"{name}: {m}")
+                status = 1
+            emu = emulated_counts(os.path.join(build, "stages", "emulated", runner_name(name)),
+                                  args)
+            emu = [c for k, c in emu if template_name(k).endswith(model["kernel"])]
+            if len(emu) != 1:
+                print(f"{name}: the emulated run launched {len(emu)} kernels {model['kernel']}")
+                status = 1
+                continue
+            for cname, _, key in CLASSES:
+                p, e = preds[cname], emu[0].get(key, 0)
+                band = (1.0, 1.0) if cname in EXACT else model["bands"].get(cname)
+                if p == 0 and e == 0:
+                    verdict = "none"
+                elif band is None:
+                    verdict = "no band"
+                    status = 1
+                else:
+                    r = p / e if e else float("inf")
+                    ok = band[0] - 1e-9 <= r <= band[1] + 1e-9
+                    verdict = "ok" if ok else "OUT"
+                    if not ok:
+                        status = 1
+                bandtxt = "" if band is None else (
+                    "exact" if band == (1.0, 1.0) else f"{band[0]:g}-{band[1]:g}")
+                rows.append((name, cname, str(p), str(e), bandtxt, verdict))
+                ratio = f"{p / e:.4f}" if e else ("-" if p == 0 else "inf")
+                print(f"{name}: {cname:22s} SASS x trips {p:>12d}  emulated {e:>12d}  "
+                      f"ratio {ratio:>7s}  band {bandtxt or '-':9s} {verdict}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"sass-trips: nvcc --cubin took {total_compile:.1f} s in all")
+    if a.out:
+        with open(a.out, "w", encoding="utf-8") as f:
+            f.write("# stage\tclass\tsass_x_trips\temulated\tband\tverdict"
+                    "  (bench/sass-trips.py check; do not edit)\n")
+            for r in rows:
+                f.write("\t".join(r) + "\n")
+    return status
+
+
+def markdown(path):
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.startswith("#") and line.strip():
+                rows.append(line.rstrip("\n").split("\t"))
+    print("| Stage | Instruction class | SASS × trip counts | Emulated | Ratio | Band |")
+    print("|---|---|---:|---:|---:|---|")
+    for stage, cname, p, e, band, verdict in rows:
+        if cname == "census":
+            continue
+        if cname == "model":
+            print(f"| {stage} | {verdict} | | | | |")
+            continue
+        if verdict == "none":
+            continue
+        ratio = f"{int(p) / int(e):.3f}" if int(e) else "—"
+        print(f"| {stage} | {cname} | {int(p):,} | {int(e):,} | {ratio} | {band} |")
+    census_rows = [(r[0], r[5]) for r in rows if r[1] == "census"]
+    if census_rows:
+        print()
+        print("SASS census of the binary (per-kernel counts summed) against the run's "
+              "`sass_<stage>.txt`: " + "; ".join(
+                  f"{s} {'the same' if v == 'same' else 'different'}" for s, v in census_rows) + ".")
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("check")
+    c.add_argument("--build", required=True)
+    c.add_argument("--run", required=True)
+    c.add_argument("--out")
+    c.add_argument("--stage", action="append")
+    m = sub.add_parser("markdown")
+    m.add_argument("file")
+    a = p.parse_args()
+    if a.cmd == "markdown":
+        return markdown(a.file)
+    if not os.path.isdir(a.run) or not os.path.exists(os.path.join(a.build, "stages.json")):
+        print("sass-trips: --run must be a run folder and --build a configured build",
+              file=sys.stderr)
+        return 2
+    return check(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
