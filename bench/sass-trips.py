@@ -571,6 +571,11 @@ def markdown(path):
             continue
         ratio = f"{int(p) / int(e):.3f}" if int(e) else "—"
         print(f"| {stage} | {cname} | {int(p):,} | {int(e):,} | {ratio} | {band} |")
+    never = [f"{r[3]} in {r[0]}" for r in rows if r[1] == "never"]
+    if never:
+        print()
+        print("Shared loads predicated `@!PT` (never run, the padding of each `LDGSTS`), left out "
+              "of the SASS × trip counts: " + "; ".join(never) + ".")
     census_rows = [(r[0], r[5]) for r in rows if r[1] == "census"]
     if census_rows:
         print()
