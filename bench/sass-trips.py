@@ -5,7 +5,7 @@ Until a GPU run measures executed-instruction counts (bench/ncu-metrics.txt asks
 emulated counts of the committed profiles' shapes are checked against a count made without the
 emulator: each fused stage's kernels are compiled for sm_90a (the flags of tests/ptx-manifest.sh,
 plus -lineinfo as the build adds), the profiled kernel's SASS is disassembled on its own
-(nvdisasm), its loops are found from the control flow (natural loops of the dominator tree: a
+(nvdisasm -gi), its loops are found from the control flow (natural loops of the dominator tree: a
 branch to a block that dominates it), and the instructions of each class are counted per loop body
 and outside loops. A per-stage trip-count model, derived below from each kernel's source (not from
 the emulator), says how often each loop runs at the profile's shape and how many warps run it:
@@ -73,7 +73,10 @@ CENSUS = r"\b(HMMA|HGMMA|LDSM|LDGSTS|UTMALDG|UTMASTG|USETMAXREG|BAR|SYNCS)[.A-Z0
 # entry of the loop, warps that run it or None for all). Several SASS loops may come from one source
 # loop (a remainder loop before an unrolled one); trips is then a list in SASS order. guards:
 # (regex on "<file>:<source line>" of an instruction, the loop pattern of its innermost loop, None
-# outside every loop or "*" for any, the fraction of that loop's trips that run it). bands: the
+# outside every loop or "*" for any, the fraction of that loop's trips that run it). regions:
+# (regex of a kernels.cu line, regex of a later line or None for the same one, warps that run it or
+# None, fraction of them that run it), matched by the line of the kernel that calls the inlined
+# code (nvdisasm -gi); the smallest region holding an instruction applies. bands: the
 # classes that are not exact, (low, high) of predicted / emulated. Shape: B=4, H=16, Sq=Skv=2048,
 # D=64, fp16, not causal (the runner arguments of the run's ncu_<stage>.provenance.txt).
 def _model_03(s):
@@ -145,10 +148,44 @@ def _model_06c(s):
     )
 
 
+def _model_07(s):
+    # stages/07_hopper: HopperTraits<64, 128, 4>: Br = 128 query rows (two consumer warpgroups of
+    # 64 rows), Bc = 128, 4 stages; 384 threads = 12 warps: warpgroup 0 produces (thread 0 issues
+    # every TMA copy), warpgroups 1 and 2 consume.
+    br, bc, d, stages = 128, 128, s["D"], 4
+    tc = s["Skv"] // bc  # not causal: Tc_i = Tc_full = Skv / Bc
+    consumers = 8
+    return dict(
+        kernel=f"<__half, flashsteps::hopper::HopperTraits<{d}, {bc}, {stages}>, false>",
+        blocks=s["B"] * s["H"] * (s["Sq"] // br), warps=12,
+        loops=[
+            # The producer's tile loop, thread 0 only: one warp.
+            (r"for \(int j = 0; j < Tc_i; \+\+j\) \{", tc, 1),
+            # Each TMA copy sits in a loop nvcc makes around it (ELECT one lane, issue, repeat for
+            # lanes with other operands): once, with one thread active. Thread 0: one warp.
+            (r"cuda::ptx::cp_async_bulk_tensor\(cuda::ptx::space_cluster", 1, 1),
+            # The consumers: tile 0 is peeled, tiles 1 .. Tc_full-1 unmasked, the rest masked.
+            (r"j = 1; j < Tc_full", tc - 1, consumers),
+            (r"j = max\(Tc_full, 1\); j < Tc_i", 0, consumers),
+        ],
+        regions=[
+            # Everything from the consumers' branch on runs in the 8 consumer warps ...
+            (r"setmaxnreg_inc<Tile::kConsumerRegs>", r"^}", consumers, 1),
+            # ... tile 0 unmasked (Tc_full > 0); its masked copy does not run ...
+            (r"tile_step\(0, std::true_type\{\}, std::true_type\{\}\)", None, None, 0),
+            # ... and O's TMA store is issued by thread 0 of each consumer warpgroup: 2 warps.
+            (r"cuda::ptx::cp_async_bulk_tensor\(cuda::ptx::space_global, cuda::ptx::space_shared",
+             None, 2, 1),
+        ],
+        bands={},
+    )
+
+
 MODELS = {
     "03_online_softmax": _model_03,
     "04_cp_async": _model_04,
     "06c_swizzle": _model_06c,
+    "07_hopper": _model_07,
 }
 
 
@@ -180,12 +217,18 @@ def parse_functions(text):
     funcs = {}
     for chunk in re.split(r"\n\t\.section\t\.text\.", text)[1:]:
         name = chunk.split(",", 1)[0]
-        src, ins, labels = None, [], {}
+        src, outer, ins, labels, fresh = None, None, [], {}, True
         for line in chunk.split("\n"):
+            # `nvdisasm -gi`: a group of location lines, the first the innermost (a header's
+            # line, "inlined at" the caller's), the last the caller's own line.
             m = re.match(r'\s*//## File "([^"]+)", line (\d+)', line)
             if m:
-                src = (m.group(1), int(m.group(2)))
+                if fresh:
+                    src = (m.group(1), int(m.group(2)))
+                    fresh = False
+                outer = (m.group(1), int(m.group(2)))
                 continue
+            fresh = True
             m = re.match(r"^(\.L_x_\d+):", line)
             if m:
                 labels[m.group(1)] = len(ins)
@@ -194,7 +237,7 @@ def parse_functions(text):
             if m:
                 tgt = re.search(r"`\((\.L_x_\d+)\)", m.group(4))
                 ins.append(dict(pred=m.group(2), op=m.group(3), tgt=tgt.group(1) if tgt else None,
-                                src=src))
+                                src=src, outer=outer))
         for x in ins:
             x["tgt"] = labels.get(x["tgt"]) if x["tgt"] else None
         funcs[name] = ins
@@ -357,9 +400,9 @@ def predict(ins, model, kernel_source):
     for li, lp in enumerate(loops):
         lines = []
         for i in [lp["header"]] + lp["tails"]:
-            src = ins[i]["src"]
-            if src and os.path.realpath(src[0]) == os.path.realpath(kernel_source):
-                lines.append(src[1])
+            for src in (ins[i]["src"], ins[i]["outer"]):
+                if src and os.path.realpath(src[0]) == os.path.realpath(kernel_source):
+                    lines.append(src[1])
         counted = [i for i in lp["ins"] if any(re.match(c[1], ins[i]["op"]) for c in CLASSES)]
         if is_spin(lp, ins):
             trips_of[li] = (1, None)
@@ -395,6 +438,23 @@ def predict(ins, model, kernel_source):
             msgs.append(f"model loop '{pat}' matches no SASS loop")
         elif want is not None and got != want:
             msgs.append(f"model loop '{pat}' names {want} SASS loops, the SASS has {got}")
+    regions = []
+    with open(kernel_source, encoding="utf-8") as f:
+        text = f.read().split("\n")
+    for start_pat, end_pat, r_warps, r_fraction in model.get("regions", []):
+        starts = [k + 1 for k, t in enumerate(text) if re.search(start_pat, t)]
+        if len(starts) != 1:
+            msgs.append(f"region start '{start_pat}' matches {len(starts)} lines of kernels.cu")
+            continue
+        if end_pat is None:
+            end = starts[0]
+        else:
+            ends = [k + 1 for k, t in enumerate(text) if k + 1 > starts[0] and re.search(end_pat, t)]
+            if not ends:
+                msgs.append(f"region end '{end_pat}' matches no line after '{start_pat}'")
+                continue
+            end = ends[0]
+        regions.append((starts[0], end, r_warps, r_fraction))
     preds = {c[0]: 0 for c in CLASSES}
     never = {}
     for i, x in enumerate(ins):
@@ -414,6 +474,15 @@ def predict(ins, model, kernel_source):
                 mult *= t
                 if w is not None and (inner is None or len(lp["ins"]) < len(loops[inner]["ins"])):
                     inner = li
+        # Regions of the kernel's source (by the caller's line, `outer`): who runs them.
+        out = x["outer"]
+        if out and os.path.realpath(out[0]) == os.path.realpath(kernel_source):
+            hits = [r for r in regions if r[0] <= out[1] <= r[1]]
+            if hits:
+                lo, hi, r_warps, r_fraction = min(hits, key=lambda r: r[1] - r[0])
+                mult *= r_fraction
+                if r_warps is not None:
+                    warps = r_warps
         if inner is not None:
             warps = trips_of[inner][1]
         # Guards: code that runs only on some trips of its innermost loop (or never at this shape).
@@ -468,7 +537,7 @@ def check(a):
             t0 = time.time()
             compile_cubin(nvcc, st["dir"], cubin)
             total_compile += time.time() - t0
-            dis = subprocess.run([nvdisasm, "-g", "-c", cubin], capture_output=True, text=True,
+            dis = subprocess.run([nvdisasm, "-gi", "-c", cubin], capture_output=True, text=True,
                                  check=True).stdout
             funcs = parse_functions(dis)
             # The census of the whole binary against the run's (same classes as bench/bundle.sh).
