@@ -74,7 +74,8 @@ CENSUS = r"\b(HMMA|HGMMA|LDSM|LDGSTS|UTMALDG|UTMASTG|USETMAXREG|BAR|SYNCS)[.A-Z0
 # loop (a remainder loop before an unrolled one); trips is then a list in SASS order. guards:
 # (regex on "<file>:<source line>" of an instruction, the loop pattern of its innermost loop, None
 # outside every loop or "*" for any, the fraction of that loop's trips that run it). regions:
-# (regex of a kernels.cu line, regex of a later line or None for the same one, warps that run it or
+# (regex of a kernels.cu line (its first match), of a later line (the first after it) or None for
+# the same one, warps that run it or
 # None, fraction of them that run it), matched by the line of the kernel that calls the inlined
 # code (nvdisasm -gi); the smallest region holding an instruction applies. bands: the
 # classes that are not exact, (low, high) of predicted / emulated. Shape: B=4, H=16, Sq=Skv=2048,
@@ -122,6 +123,40 @@ def _model_04(s):
             (r"^cp_async_shared_global\.h:", r"j < Tc_i", (tc - (stages - 1)) / tc),
             # The zero fill of rows past Skv or Sq: none at full tiles.
             (r"piece\) = make_uint4\(0u", "*", 0),
+        ],
+        bands={},
+    )
+
+
+def _model_05(s):
+    # stages/05_warp_specialized: WarpSpecializedTraits<64, 64, 2, 1>: Br = Bc = 64, 2 stages;
+    # warps 0-3 consume (stage 04's work), warp 4 produces: 160 threads = 5 warps.
+    br, bc, d, stages, consumers = 64, 64, s["D"], 2, 4
+    tc = s["Skv"] // bc
+    return dict(
+        kernel=f"<__half, flashsteps::warp_specialized::WarpSpecializedTraits<{br}, {bc}, "
+               f"{stages}, 1>, false>",
+        blocks=s["B"] * s["H"] * (s["Sq"] // br), warps=consumers + 1,
+        loops=[
+            # Both roles' tile loops read `for (int j = 0; j < Tc_i; ++j)`: each is named by the
+            # line its branch comes from, the consumer's wait for full[stage] and the producer's K
+            # copy.
+            (r"wait_phase\(full\[stage\]", tc, consumers),
+            (r"load_tile_async<Tile, Bc, Tile::kProducerThreads>\(stage_k", tc, 1),
+            (r"e < Tile::kWarpRows \* D", [(16 * d // 32) % 4, 16 * d // 32 // 4], consumers),
+            (r"kk < D / kF", d // 16 // 2, consumers),  # #pragma unroll 2
+            (r"d < D; d \+= 2", d // 2 // 8, consumers),  # #pragma unroll 8
+        ],
+        guards=[
+            (r"o_row\[d\] \*= alpha", r"wait_phase\(full\[stage\]", (d // 2) % 8 / 7),
+            # Each copy step is a cp.async or, for rows past Skv/Sq, a zero-filling one
+            # (__pipeline_memcpy_async): nvcc issues both, under opposite predicates; at full
+            # tiles no lane's zero fill is on.
+            (r"^cuda_pipeline_helpers\.h:", "*", 0),
+        ],
+        regions=[
+            (r"if \(warp >= Tile::kConsumerWarps\)", r"^  //! \[producer\]", 1, 1),
+            (r"^  //! \[consumer\]", r"^}", consumers, 1),
         ],
         bands={},
     )
@@ -184,6 +219,7 @@ def _model_07(s):
 MODELS = {
     "03_online_softmax": _model_03,
     "04_cp_async": _model_04,
+    "05_warp_specialized": _model_05,
     "06c_swizzle": _model_06c,
     "07_hopper": _model_07,
 }
@@ -323,6 +359,30 @@ def find_loops(ins):
     return out
 
 
+def converged_code(ins):
+    """The instructions a converged warp can reach: `BRA.DIV` jumps to nvcc's slow path for a
+    warp-collective instruction (a shuffle) that a diverged warp reaches; every warp that reaches
+    one here is converged (the emulator checks that of full-mask collectives), so that branch is
+    never taken and what only it leads to never runs."""
+    n = len(ins)
+    seen, stack = set(), [0]
+    while stack:
+        i = stack.pop()
+        if i in seen or i >= n:
+            continue
+        seen.add(i)
+        x = ins[i]
+        op, uncond = x["op"], x["pred"] is None
+        if op.startswith("BRA") and not op.startswith("BRA.DIV") and x["tgt"] is not None:
+            stack.append(x["tgt"])
+        if not (uncond and op.startswith(("EXIT", "RET", "BRX", "JMP")) or
+                uncond and op.startswith("BRA") and not op.startswith("BRA.DIV")):
+            stack.append(i + 1)
+        if op.startswith("CALL") and x["tgt"] is not None:
+            stack.append(x["tgt"])
+    return seen
+
+
 def is_spin(loop, ins):
     """An mbarrier wait's retry loop: its trips depend on timing, and it holds nothing counted
     but the wait itself (the emulator counts completed waits, not tries)."""
@@ -443,8 +503,8 @@ def predict(ins, model, kernel_source):
         text = f.read().split("\n")
     for start_pat, end_pat, r_warps, r_fraction in model.get("regions", []):
         starts = [k + 1 for k, t in enumerate(text) if re.search(start_pat, t)]
-        if len(starts) != 1:
-            msgs.append(f"region start '{start_pat}' matches {len(starts)} lines of kernels.cu")
+        if not starts:
+            msgs.append(f"region start '{start_pat}' matches no line of kernels.cu")
             continue
         if end_pat is None:
             end = starts[0]
@@ -457,6 +517,9 @@ def predict(ins, model, kernel_source):
         regions.append((starts[0], end, r_warps, r_fraction))
     preds = {c[0]: 0 for c in CLASSES}
     never = {}
+    converged = converged_code(ins)
+    divergent = {}
+    issued = {c[0]: 0 for c in CLASSES}
     for i, x in enumerate(ins):
         cls = [c[0] for c in CLASSES if re.match(c[1], x["op"])]
         if not cls:
@@ -465,6 +528,9 @@ def predict(ins, model, kernel_source):
             # Never true: no thread runs it (nvcc pads each LDGSTS with `@!PT LDS RZ, [RZ]`).
             # Left out here; whether a GPU's sass_inst_executed counts count it is for a run to say.
             never[cls[0]] = never.get(cls[0], 0) + 1
+            continue
+        if i not in converged:
+            divergent[cls[0]] = divergent.get(cls[0], 0) + 1
             continue
         mult, warps = 1, model["warps"]
         inner = None
@@ -490,12 +556,19 @@ def predict(ins, model, kernel_source):
                         key=lambda li: len(loops[li]["ins"]), default=None)
         in_pat = model["loops"][loop_model[innermost]][0] if innermost in loop_model else None
         where = (os.path.basename(x["src"][0]) + ":" + source_text(*x["src"])) if x["src"] else ""
+        guarded = mult
         for text_pat, loop_pat, fraction in model.get("guards", []):
             if re.search(text_pat, where) and loop_pat in ("*", in_pat):
                 mult *= fraction
                 break
         preds[cls[0]] += round(mult * warps * model["blocks"])
-    return preds, msgs, never
+        # A guard nvcc wrote as a predicate, not a branch: the warp still issues the instruction
+        # with no lane on, which the GPU's warp-level sass_inst_executed counters may count.
+        if x["pred"] and guarded != mult:
+            issued[cls[0]] += round((guarded - mult) * warps * model["blocks"])
+    for cname in issued:
+        issued[cname] += preds[cname]
+    return preds, msgs, never, divergent, issued
 
 
 def template_name(demangled):
@@ -570,11 +643,15 @@ def check(a):
                 print(f"{name}: {len(chosen)} SASS functions end in {model['kernel']}")
                 status = 1
                 continue
-            preds, msgs, never = predict(funcs[chosen[0]], model,
+            preds, msgs, never, divergent, issued = predict(funcs[chosen[0]], model,
                                          os.path.join(ROOT, st["dir"], "kernels.cu"))
             for cname, n in sorted(never.items()):
                 print(f"{name}: {n} {cname} instructions predicated @!PT (never run) left out")
                 rows.append((name, "never", cname, str(n), "", ""))
+            for cname, n in sorted(divergent.items()):
+                print(f"{name}: {n} {cname} instructions only on BRA.DIV's path (a diverged warp's"
+                      " copy of a collective; never run here) left out")
+                rows.append((name, "divergent", cname, str(n), "", ""))
             for m in msgs:
                 print(f"{name}: {m}")
                 status = 1
@@ -601,14 +678,16 @@ def check(a):
                         status = 1
                 bandtxt = "" if band is None else (
                     "exact" if band == (1.0, 1.0) else f"{band[0]:g}-{band[1]:g}")
-                rows.append((name, cname, str(p), str(e), bandtxt, verdict))
+                rows.append((name, cname, str(p), str(e), bandtxt, verdict, str(issued[cname])))
                 ratio = f"{p / e:.4f}" if e else ("-" if p == 0 else "inf")
                 print(f"{name}: {cname:22s} SASS x trips {p:>12d}  emulated {e:>12d}  "
-                      f"ratio {ratio:>7s}  band {bandtxt or '-':9s} {verdict}")
+                      f"ratio {ratio:>7s}  band {bandtxt or '-':9s} {verdict}"
+                      + (f"  (issued with predicated-off: {issued[cname]})"
+                         if issued[cname] != p else ""))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"sass-trips: nvcc --cubin took {total_compile:.1f} s in all")
-    text = ("# stage\tclass\tsass_x_trips\temulated\tband\tverdict"
+    text = ("# stage\tclass\tsass_x_trips\temulated\tband\tverdict\tissued"
             "  (bench/sass-trips.py check; do not edit)\n" + "".join("\t".join(r) + "\n" for r in rows))
     if a.out:
         with open(a.out, "w", encoding="utf-8") as f:
@@ -628,23 +707,33 @@ def markdown(path):
         for line in f:
             if not line.startswith("#") and line.strip():
                 rows.append(line.rstrip("\n").split("\t"))
-    print("| Stage | Instruction class | SASS × trip counts | Emulated | Ratio | Band |")
-    print("|---|---|---:|---:|---:|---|")
-    for stage, cname, p, e, band, verdict in rows:
-        if cname in ("census", "never"):
+    print("| Stage | Instruction class | SASS × trip counts | Emulated | Ratio | Band "
+          "| Issued, predicated-off included |")
+    print("|---|---|---:|---:|---:|---|---:|")
+    for row in rows:
+        stage, cname, p, e, band, verdict = row[:6]
+        if cname in ("census", "never", "divergent"):
             continue
         if cname == "model":
-            print(f"| {stage} | {verdict} | | | | |")
+            print(f"| {stage} | {verdict} | | | | | |")
             continue
         if verdict == "none":
             continue
         ratio = f"{int(p) / int(e):.3f}" if int(e) else "—"
-        print(f"| {stage} | {cname} | {int(p):,} | {int(e):,} | {ratio} | {band} |")
+        issued = int(row[6]) if len(row) > 6 and row[6] else int(p)
+        more = f"{issued:,}" if issued != int(p) else "same"
+        print(f"| {stage} | {cname} | {int(p):,} | {int(e):,} | {ratio} | {band} | {more} |")
     never = [f"{r[3]} in {r[0]}" for r in rows if r[1] == "never"]
     if never:
         print()
         print("Shared loads predicated `@!PT` (never run, the padding of each `LDGSTS`), left out "
               "of the SASS × trip counts: " + "; ".join(never) + ".")
+    divergent = [f"{r[3]} {r[2].split(' (')[0]} in {r[0]}" for r in rows if r[1] == "divergent"]
+    if divergent:
+        print()
+        print("Copies of warp-collective instructions on nvcc's path for a diverged warp "
+              "(`BRA.DIV`; every warp reaches them converged), left out: " + "; ".join(divergent)
+              + ".")
     census_rows = [(r[0], r[5]) for r in rows if r[1] == "census"]
     if census_rows:
         print()
