@@ -20,9 +20,10 @@ the emulator), says how often each loop runs at the profile's shape and how many
 check: compiles and disassembles every stage of <build>/stages.json that the run profiled, sums the
 per-kernel SASS census over the binary and compares it with the run's sass_<stage>.txt (the same
 classes bench/bundle.sh counts), runs the emulated runner (<build>/stages/emulated) at the profile's
-shape with --profile, and compares per class. Exit 1 when a class leaves its band (BANDS: exact for
-tensor, ldmatrix and TMA) or a loop of a modelled kernel has no trip count; a stage without a model
-is reported as such. --out writes the comparison (TSV, read by `markdown`); the committed one is
+shape with --profile, and compares per class. Exit 1 when a class leaves its band (exact: always for
+tensor, ldmatrix and TMA, and for every other class unless a model's bands say otherwise), when a
+loop of a modelled kernel has no trip count or a modelled loop is not in the SASS, or when a
+profiled stage has neither a model nor a reason in NOT_MODELLED. --out writes the comparison (TSV, read by `markdown`); the committed one is
 book/data/<run>/emulated/sass_trips.tsv, which CTest emu.sass.trips keeps current (--expect). --run
 current: the run book/data/CURRENT names. Stages 00-02 (three kernels each, not one fused kernel)
 have no model and are reported as "no trip-count model"; a new stage is one MODELS entry.
@@ -57,8 +58,8 @@ CLASSES = [
     ("global store (STG)", r"^STG(\.|$)", "inst.global.st"),
     ("shuffle (SHFL)", r"^SHFL\.", "inst.shfl"),
 ]
-# Bands of predicted / emulated: exact where the instruction stream fixes the count. Other
-# classes per stage in MODELS (their reasons are in the book's page and beside each band).
+# Bands of predicted / emulated: exact where the instruction stream fixes the count; the other
+# classes are exact too unless a model's `bands` widens one (none does: every class agrees).
 EXACT = ("tensor (HMMA, HGMMA)", "ldmatrix (LDSM)", "TMA load (UTMALDG)", "TMA store (UTMASTG)")
 # The classes bench/bundle.sh counted into a run's sass_<stage>.txt.
 CENSUS = r"\b(HMMA|HGMMA|LDSM|LDGSTS|UTMALDG|UTMASTG|USETMAXREG|BAR|SYNCS)[.A-Z0-9]*"
@@ -163,7 +164,7 @@ def _model_05(s):
 def _model_06c(s):
     # stages/06c_swizzle (measured as 06_registers): RegistersTraits<64, 128, 2>: Br = 64,
     # Bc = 128, 2 stages, 4 warps; every inner loop is fully unrolled (no SASS loop).
-    br, bc, d, stages = 64, 128, s["D"], 2
+    br, bc, stages = 64, 128, 2
     tc = s["Skv"] // bc  # not causal: Tc_i = Tc_full = Skv / Bc, every tile unmasked
     return dict(
         kernel=f"<__half, flashsteps::registers::RegistersTraits<{br}, {bc}, {stages}>, false>",
