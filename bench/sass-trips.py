@@ -530,11 +530,11 @@ def predict(ins, model, kernel_source):
         cls = [c[0] for c in CLASSES if re.match(c[1], x["op"])]
         if not cls:
             continue
-        if x["pred"] and x["pred"].strip() == "@!PT":
-            # Never true: no thread runs it (nvcc pads each LDGSTS with `@!PT LDS RZ, [RZ]`).
-            # Left out here; whether a GPU's sass_inst_executed counts count it is for a run to say.
+        never_true = bool(x["pred"]) and x["pred"].strip() == "@!PT"
+        if never_true:
+            # No thread runs it (nvcc pads each LDGSTS with `@!PT LDS RZ, [RZ]`): left out of the
+            # prediction, but in the issued count below.
             never[cls[0]] = never.get(cls[0], 0) + 1
-            continue
         if i not in converged:
             divergent[cls[0]] = divergent.get(cls[0], 0) + 1
             continue
@@ -567,9 +567,13 @@ def predict(ins, model, kernel_source):
             if re.search(text_pat, where) and loop_pat in ("*", in_pat):
                 mult *= fraction
                 break
+        if never_true:
+            issued[cls[0]] += round(guarded * warps * model["blocks"])
+            continue
         preds[cls[0]] += round(mult * warps * model["blocks"])
         # A guard nvcc wrote as a predicate, not a branch: the warp still issues the instruction
-        # with no lane on, which the GPU's warp-level sass_inst_executed counters may count.
+        # with no lane on. NVIDIA's instruction counters count per warp "regardless of predicate"
+        # (CUPTI's instruction-execution record says so); the GPU's counts should be these.
         if x["pred"] and guarded != mult:
             issued[cls[0]] += round((guarded - mult) * warps * model["blocks"])
     for cname in issued:
@@ -740,8 +744,9 @@ def markdown(path):
     never = [f"{r[3]} in {r[0]}" for r in rows if r[1] == "never"]
     if never:
         print()
-        print("Shared loads predicated `@!PT` (never run, the padding of each `LDGSTS`), left out "
-              "of the SASS × trip counts: " + "; ".join(never) + ".")
+        print("Shared loads predicated `@!PT` (no thread runs them: the padding of each `LDGSTS`), "
+              "left out of the SASS × trip counts and counted in the issued column: "
+              + "; ".join(never) + ".")
     divergent = [f"{r[3]} {r[2].split(' (')[0]} in {r[0]}" for r in rows if r[1] == "divergent"]
     if divergent:
         print()
