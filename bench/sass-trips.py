@@ -57,6 +57,9 @@ CLASSES = [
     ("global load (LDG)", r"^LDG(\.|$)", "inst.global.ld"),
     ("global store (STG)", r"^STG(\.|$)", "inst.global.st"),
     ("shuffle (SHFL)", r"^SHFL\.", "inst.shfl"),
+    # __syncthreads and named bar.sync are both BAR.SYNC (the barrier's number is an operand).
+    ("barrier (BAR.SYNC)", r"^BAR\.SYNC", ("inst.bar.sync", "inst.bar.named")),
+    ("barrier arrive (BAR.ARV)", r"^BAR\.ARV", "inst.bar.arrive"),
 ]
 # Bands of predicted / emulated: exact where the instruction stream fixes the count; the other
 # classes are exact too unless a model's `bands` widens one (none does: every class agrees).
@@ -202,11 +205,18 @@ def _model_07(s):
             (r"j = 1; j < Tc_full", tc - 1, consumers),
             (r"j = max\(Tc_full, 1\); j < Tc_i", 0, consumers),
         ],
+        guards=[
+            # After each tile's products a consumer opens the other's turn, except consumer 1
+            # after its last tile: in the loop over tiles 1 .. Tc-1, 4 of its 8 warps skip one.
+            (r"^ptx\.cuh:.*bar\.arrive", r"j = 1; j < Tc_full", 1 - 1 / (2 * (tc - 1))),
+        ],
         regions=[
             # Everything from the consumers' branch on runs in the 8 consumer warps ...
             (r"setmaxnreg_inc<Tile::kConsumerRegs>", r"^}", consumers, 1),
             # ... tile 0 unmasked (Tc_full > 0); its masked copy does not run ...
             (r"tile_step\(0, std::true_type\{\}, std::true_type\{\}\)", None, None, 0),
+            # ... consumer 1 alone opens consumer 0's first turn: its 4 warps ...
+            (r"if \(cw == 1 && Tc_i > 0\) ptx::named_barrier_arrive", None, consumers // 2, 1),
             # ... and O's TMA store is issued by thread 0 of each consumer warpgroup: 2 warps.
             (r"cuda::ptx::cp_async_bulk_tensor\(cuda::ptx::space_global, cuda::ptx::space_shared",
              None, 2, 1),
@@ -681,7 +691,8 @@ def check(a):
                 status = 1
                 continue
             for cname, _, key in CLASSES:
-                p, e = preds[cname], emu[0].get(key, 0)
+                keys = key if isinstance(key, tuple) else (key,)
+                p, e = preds[cname], sum(emu[0].get(k, 0) for k in keys)
                 band = (1.0, 1.0) if cname in EXACT else model["bands"].get(cname, (1.0, 1.0))
                 if p == 0 and e == 0:
                     verdict = "none"
