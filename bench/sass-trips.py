@@ -75,7 +75,8 @@ CENSUS = r"\b(HMMA|HGMMA|LDSM|LDGSTS|UTMALDG|UTMASTG|USETMAXREG|BAR|SYNCS)[.A-Z0
 # entry of the loop, warps that run it or None for all). Several SASS loops may come from one source
 # loop (a remainder loop before an unrolled one); trips is then a list in SASS order. guards:
 # (regex on "<file>:<source line>" of an instruction, the loop pattern of its innermost loop, None
-# outside every loop or "*" for any, the fraction of that loop's trips that run it). regions:
+# outside every loop or "*" for any, the fraction of that loop's trips that run it, and optionally
+# a regex its opcode must match). regions:
 # (regex of a kernels.cu line (its first match), of a later line (the first after it) or None for
 # the same one, warps that run it or
 # None, fraction of them that run it), matched by the line of the kernel that calls the inlined
@@ -208,7 +209,9 @@ def _model_07(s):
         guards=[
             # After each tile's products a consumer opens the other's turn, except consumer 1
             # after its last tile: in the loop over tiles 1 .. Tc-1, 4 of its 8 warps skip one.
-            (r"^ptx\.cuh:.*bar\.arrive", r"j = 1; j < Tc_full", 1 - 1 / (2 * (tc - 1))),
+            # (BAR.ARV only: nvcc lists some HGMMA under the same line of ptx.cuh.)
+            (r"^ptx\.cuh:.*bar\.arrive", r"j = 1; j < Tc_full", 1 - 1 / (2 * (tc - 1)),
+             r"^BAR\.ARV"),
         ],
         regions=[
             # Everything from the consumers' branch on runs in the 8 consumer warps ...
@@ -573,7 +576,10 @@ def predict(ins, model, kernel_source):
         in_pat = model["loops"][loop_model[innermost]][0] if innermost in loop_model else None
         where = (os.path.basename(x["src"][0]) + ":" + source_text(*x["src"])) if x["src"] else ""
         guarded = mult
-        for text_pat, loop_pat, fraction in model.get("guards", []):
+        for guard in model.get("guards", []):
+            text_pat, loop_pat, fraction = guard[:3]
+            if len(guard) > 3 and not re.match(guard[3], x["op"]):
+                continue  # the guard names an opcode, and this is another
             if re.search(text_pat, where) and loop_pat in ("*", in_pat):
                 mult *= fraction
                 break
