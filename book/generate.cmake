@@ -52,6 +52,23 @@ if(NOT rc EQUAL 0)
                       "failed (${rc})")
 endif()
 
+# The emulated instruction counts against SASS x trip counts (bench/sass-trips.py's committed
+# comparison, emulated/sass_trips.tsv of the run), as a table for the page "What the emulator
+# counts, and how close it is". PYTHON: any Python 3 (the table needs nothing outside its library).
+set(sass_trips "${run_dir}/emulated/sass_trips.tsv")
+if(PYTHON AND EXISTS "${sass_trips}")
+  execute_process(COMMAND "${PYTHON}" "${CMAKE_CURRENT_LIST_DIR}/../bench/sass-trips.py" markdown
+                          "${sass_trips}"
+                  OUTPUT_FILE "${GEN_DIR}/sass_trips.md" RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "book: bench/sass-trips.py markdown ${sass_trips} failed (${rc})")
+  endif()
+else()
+  file(WRITE "${GEN_DIR}/sass_trips.md"
+       "*(No SASS x trip-count comparison: the run has no emulated/sass_trips.tsv, or no Python "
+       "was given.)*\n")
+endif()
+
 # Every stage chapter's "Run it here" box and exercises (book/exercises.cmake), from the stage list
 # and the planted faults; it fails when a chapter is out of step with either.
 # (CHAPTERS and FAULTS: the book's own unless given; tests/stages/add_stage.cmake gives copies
@@ -76,7 +93,7 @@ flashsteps_read_stage_list("${STAGE_LIST}" list)
 set(stages ${list_STAGES})
 
 # The contract the chapters rely on: every fragment they \include{doc} and every image they show.
-set(expected table_all.md provenance.md emu_compare.md plot_stages.svg plot_seqlen.svg)
+set(expected table_all.md provenance.md emu_compare.md sass_trips.md plot_stages.svg plot_seqlen.svg)
 foreach(stage IN LISTS stages)
   list(APPEND expected "table_${stage}.md" "ncu_${stage}.md" "ncu_diff_${stage}.md"
                        "verdict_${stage}.md" "run_${stage}.md" "emu_${stage}.md"

@@ -76,10 +76,14 @@ fi
 
 # The Python package's build and tests (python/; the cpu preset's Python is build/venv): nanobind,
 # NumPy, pytest and ml_dtypes (NumPy's bfloat16) from PyPI, which Debian 12 lacks in part and
-# whose pip installs nothing system-wide.
+# whose pip installs nothing system-wide. NVIDIA's cuobjdump and nvdisasm (6 MB; not in the
+# toolkit's nvcc-only install) disassemble the stages' sm_90a cubins for bench/sass-trips.py
+# (CTest emu.sass.trips); 13.2.51 is the oldest release on PyPI (13.0 is not there).
 venv="$(dirname "${BASH_SOURCE[0]}")/../build/venv"
-py_pkgs=("nanobind>=2.2,<4" "numpy>=1.24" "pytest>=7" "ml_dtypes>=0.4")
-if ! "$venv/bin/python" -c "import nanobind, numpy, pytest, ml_dtypes" 2>/dev/null; then
+py_pkgs=("nanobind>=2.2,<4" "numpy>=1.24" "pytest>=7" "ml_dtypes>=0.4"
+  "nvidia-cuda-cuobjdump==13.2.51" "nvidia-cuda-nvdisasm==13.2.51")
+if ! "$venv/bin/python" -c "import nanobind, numpy, pytest, ml_dtypes" 2>/dev/null ||
+  ! compgen -G "$venv/lib/python3*/site-packages/nvidia/cu13/bin/nvdisasm" >/dev/null; then
   if [[ "${FLASHSTEPS_NO_INSTALL:-0}" == 1 ]]; then
     echo "install-deps: not installing (FLASHSTEPS_NO_INSTALL=1); $venv lacks: ${py_pkgs[*]}" >&2
   elif ! mkdir -p "${venv%/*}" 2>/dev/null || [[ ! -w "${venv%/*}" ]]; then
@@ -88,7 +92,8 @@ if ! "$venv/bin/python" -c "import nanobind, numpy, pytest, ml_dtypes" 2>/dev/nu
       "package tests (FLASHSTEPS_PYTHON) need" >&2
   else
     echo "install-deps: making $venv with ${py_pkgs[*]}: the Python package's build and tests"
-    { python3 -m venv "$venv" && "$venv/bin/pip" install -q "${py_pkgs[@]}"; } || {
+    { [[ -x "$venv/bin/pip" ]] || python3 -m venv "$venv"; } &&
+      "$venv/bin/pip" install -q "${py_pkgs[@]}" || {
       echo "install-deps: making the Python environment $venv failed (above)" >&2
       exit 1
     }
