@@ -1,4 +1,4 @@
-// stages/07_hopper/launcher.cu — the Hopper stage as a flashsteps::Stage. What every fused stage
+// stages/07b_tma_roles/launcher.cu — stage 07b as a flashsteps::Stage. What every fused stage
 // shares (limits, shared-memory opt-in, dispatch, launch) is flashsteps/fused_stage.cuh; this stage
 // decides one tile per head dim (kernels.cuh), runs on compute capability 9.0 only, passes its
 // kernel four TMA tensor maps encoded here, and checks in setup() that the compiled kernel holds
@@ -28,7 +28,8 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
     FS_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
                                                    cudaEnableDefault, &status));
     if (status != cudaDriverEntryPointSuccess || p == nullptr)
-      throw std::runtime_error("07_hopper: the driver has no cuTensorMapEncodeTiled (CUDA 12+)");
+      throw std::runtime_error(
+          "07b_tma_roles: the driver has no cuTensorMapEncodeTiled (CUDA 12+)");
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
   }();
   return fn;
@@ -52,18 +53,18 @@ CUtensorMap make_tensor_map(const void* base, std::int64_t bh, int rows, int d, 
                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
-    throw std::runtime_error("07_hopper: cuTensorMapEncodeTiled failed (CUresult " +
+    throw std::runtime_error("07b_tma_roles: cuTensorMapEncodeTiled failed (CUresult " +
                              std::to_string(static_cast<int>(r)) + ")");
   }
   return map;
 }
 //! [tensor_maps]
 
-class HopperStage final : public FusedStage<HopperStage, hopper::Kernel> {
+class TmaRolesStage final : public FusedStage<TmaRolesStage, tma_roles::Kernel> {
  public:
-  std::string_view name() const override { return "07_hopper"; }
+  std::string_view name() const override { return "07b_tma_roles"; }
   std::string_view title() const override {
-    return "Hopper: TMA, mbarriers, wgmma and warpgroup specialization";
+    return "TMA and warpgroup roles: a producer warpgroup, mbarriers, setmaxnreg, two consumers";
   }
   // wgmma and setmaxnreg exist only in the sm_90a target; TMA and mbarrier expect_tx need sm_90.
   int min_compute_capability() const override { return 90; }
@@ -93,13 +94,13 @@ class HopperStage final : public FusedStage<HopperStage, hopper::Kernel> {
     FusedStage::setup(dev);
   }
 
-  using HeadDims = hopper::SupportedHeadDims;
-  static constexpr const char* kKernelName = "fused_attention_hopper";
+  using HeadDims = tma_roles::SupportedHeadDims;
+  static constexpr const char* kKernelName = "fused_attention_tma_roles";
   static constexpr const char* kSmemHolds = "Q and a ring of K/V stages";
 
   /// One tile per head dim, the same on every device.
   template <int kD>
-  using TileFor = hopper::TileFor<kD>;
+  using TileFor = tma_roles::TileFor<kD>;
 
   /// The kernel reads and writes through tensor maps: host-side encoding only (no allocation, no
   /// synchronization), four 128-byte kernel parameters. (The grid limit supports() checks,
@@ -110,7 +111,7 @@ class HopperStage final : public FusedStage<HopperStage, hopper::Kernel> {
     const CUtensorMap tm_k = make_tensor_map<T>(a.k, sh.bh, sh.skv, Tile::D, Tile::Bc);
     const CUtensorMap tm_v = make_tensor_map<T>(a.v, sh.bh, sh.skv, Tile::D, Tile::Bc);
     const CUtensorMap tm_o = make_tensor_map<T>(a.o, sh.bh, sh.sq, Tile::D, Tile::kConsumerRows);
-    return launch_kernel(hopper::Kernel::of<T, Tile, kCausal>(), grid(sh), Tile::kThreads,
+    return launch_kernel(tma_roles::Kernel::of<T, Tile, kCausal>(), grid(sh), Tile::kThreads,
                          Tile::kSmemBytes, stream, tm_q, tm_k, tm_v, tm_o, a.lse, sh);
   }
 
@@ -123,11 +124,12 @@ class HopperStage final : public FusedStage<HopperStage, hopper::Kernel> {
   static void check_kernel() {
 #if !defined(FLASHSTEPS_EMULATE)
     cudaFuncAttributes attr{};
-    FS_CUDA_CHECK(cudaFuncGetAttributes(&attr, hopper::Kernel::of<T, Tile, kCausal>()));
+    FS_CUDA_CHECK(cudaFuncGetAttributes(&attr, tma_roles::Kernel::of<T, Tile, kCausal>()));
     constexpr int kBudget = Tile::kProducerRegs * Tile::kWarpgroupThreads +
                             Tile::kConsumerRegs * Tile::kConsumerThreads;
     if (attr.numRegs * Tile::kThreads < kBudget) {
-      throw CudaError("07_hopper: the kernel was compiled with " + std::to_string(attr.numRegs) +
+      throw CudaError("07b_tma_roles: the kernel was compiled with " +
+                      std::to_string(attr.numRegs) +
                       " registers per thread, fewer than the setmaxnreg budgets need (" +
                       std::to_string(kBudget) + " per block)");
     }
@@ -138,7 +140,7 @@ class HopperStage final : public FusedStage<HopperStage, hopper::Kernel> {
 }  // namespace
 
 std::unique_ptr<Stage> make_stage() {
-  return std::make_unique<HopperStage>();
+  return std::make_unique<TmaRolesStage>();
 }
 
 }  // namespace flashsteps
