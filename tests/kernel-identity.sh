@@ -34,8 +34,9 @@ mapfile -t sources < <(cd "$root" && ls stages/*/kernels.cu common/src/*.cu benc
 differ=0
 for src in "${sources[@]}"; do
   for arch in sm_80 sm_90a; do
-    # Stage 07 is Hopper-only; everything else builds for both.
-    if [[ "$src" == stages/07_* && "$arch" != sm_90a ]]; then continue; fi
+    # The 07 stages (07_hopper before the split, 07b_tma_roles, 07c_overlap, ...) are Hopper-only;
+    # everything else builds for both.
+    if [[ "$src" == stages/07* && "$arch" != sm_90a ]]; then continue; fi
     # A source renamed since BASE (git mv stages/06_registers stages/06c_swizzle) is compared
     # with its old path, which git's rename detection names.
     old=$src

@@ -29,7 +29,7 @@ class Stage:
     """One stage of the stage tree, as ``stages()`` reports it.
 
     Attributes:
-        name: the stage's folder name, e.g. ``"07_hopper"``; ``attention(stage=...)`` takes it.
+        name: the stage's folder name, e.g. ``"07c_overlap"``; ``attention(stage=...)`` takes it.
         parent: the stage it builds on (its lesson is the difference), ``None`` for the first.
         title: its chapter's title in the book.
         head_dims: every head dimension D its kernels are instantiated for.
@@ -80,7 +80,7 @@ def _stage_name(stage: Union[str, int]) -> str:
         if len(matches) == 1:
             return matches[0]
     raise ValueError(f"unknown stage {stage!r}: the stages are {', '.join(names)} "
-                     "(a name, its number as '07', or 7)")
+                     "(a name, its number as '07c' or '05', or 5)")
 
 
 def stages() -> Tuple[Stage, ...]:
@@ -106,7 +106,7 @@ def stages() -> Tuple[Stage, ...]:
 def layout(stage: Union[str, int]) -> str:
     """What ``stageNN --emulate --layout`` prints, as a string.
 
-    For 06a_mma_sync, 06b_registers, 06c_swizzle and 07_hopper: which lane holds which element of the mma.m16n8k16 (and, for
+    For 06a_mma_sync, 06b_registers, 06c_swizzle and the 07 stages: which lane holds which element of the mma.m16n8k16 (and, for
     07, wgmma m64nNk16) fragments, probed from the emulator's instruction models; for the other
     stages, why fragment layouts are not their lesson.
 
@@ -194,7 +194,7 @@ def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = 
             ``ml_dtypes`` package on PyPI, as JAX does); their bits go to the kernels as they are.
         k: ``[B, H, Skv, D]``, same dtype and device as ``q``.
         v: ``[B, H, Skv, D]``, same dtype and device as ``q``.
-        stage: the stage's name (``"07_hopper"``), its number (``"07"``) or ``7``;
+        stage: the stage's name (``"07c_overlap"``), its number (``"07c"``, ``"05"``) or ``5``;
             ``stages()`` lists them.
         causal: the bottom-right aligned causal mask.
         scale: the softmax scale; ``None`` (or 0, as ``--scale 0``) gives ``1/sqrt(D)``.

@@ -72,8 +72,9 @@ constexpr bool kEmulatedBuild =
 #endif
 
 #if defined(FLASHSTEPS_EMULATED_BUILD) && FLASHSTEPS_EMULATED_BUILD
-/// What --layout prints: for 06_registers and 07_hopper, the fragment layouts probed from the
-/// emulator's instruction models; for the other stages, why layouts are not their lesson.
+/// What --layout prints: for a stage whose Stage::fragment_layouts() names any (06a-06c, the 07
+/// stages), those layouts probed from the emulator's instruction models; for the other stages,
+/// why layouts are not their lesson.
 /// Emulated build only (the Python package's flashsteps.layout() prints the same).
 int print_layout(const Stage& stage, std::ostream& out);
 #endif

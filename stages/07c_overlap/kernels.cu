@@ -1,22 +1,23 @@
 // =================================================================================================
-// Stage 07 — Hopper: TMA, mbarriers, wgmma and warpgroup specialization (FlashAttention-3's
-// design).
+// Stage 07c — overlap: 07b's producer and two consumer warpgroups, with the softmax under the
+// tensor cores' work (FlashAttention-3's design, complete).
 //
-// What changed since stage 06 (FA2 on mma.sync): the math per row is 06's (S, P and O in
-// registers, P fed back as the A operand); who moves the data and which instructions multiply
-// changed:
-//  * cp.async by every thread -> TMA: one thread issues cp.async.bulk.tensor per 64-column block;
-//    the copy engine swizzles (128 B), zero-fills past the tensor's edge and signals an mbarrier
-//    with the bytes it wrote (expect_tx / complete_tx). Tensor maps are 3-D [B*H, S, D], so boxes
-//    clip at their own head's S, and the TMA store of O drops rows >= Sq.
-//  * Roles by warpgroup: warpgroup 0 produces and gives its registers back (setmaxnreg.dec 24);
-//    warpgroups 1 and 2 consume (setmaxnreg.inc 240), 64 query rows each.
-//  * mma.sync + ldmatrix -> wgmma m64nNk16 per warpgroup, operands read from shared memory through
-//    matrix descriptors: S = Q K^T both K-major, O += P V with P from registers and V MN-major.
-//  * wgmma is asynchronous: tile j's S and tile j-1's P V are issued together, tile j's softmax
-//    runs while P V may still run; two named barriers make the consumers take turns (ping-pong).
-//  * Epilogue: O / l staged swizzled in the consumer's dead Q rows, written by a TMA store.
+// What changed since stage 07b (its parent): the producer, the ring, the tensor maps, setmaxnreg,
+// the descriptors, the softmax and the TMA store are 07b's; a consumer's tile loop changed:
+//  * Tile j's S = Q K_j^T and tile j-1's O += P_{j-1} V_{j-1} are issued together (two commit
+//    groups); wgmma.wait_group 1 waits for S_j only, and the softmax of S_j runs while P V may
+//    still run; wait_group 0 then frees P and stage j-1 (empty[s] is released one tile later).
+//  * The last tile's P V is issued after the loop (nothing left to overlap it with); tile 0 issues
+//    S only (`first`).
+//  * Ping-pong: two named barriers (kBarTurn + cw) make the consumers take turns issuing their
+//    wgmmas, so one's softmax falls under the other's products.
+// Seen from stage 06 (FA2 on mma.sync), the series 07a -> 07b -> 07c changes: mma.sync + ldmatrix
+// -> wgmma m64nNk16 from shared-memory descriptors (07a); cp.async by every thread -> TMA with
+// full / empty mbarriers and expect_tx, warpgroup roles with setmaxnreg, two consumers and a TMA
+// store (07b); the overlap (here).
 //
+// The prediction below was written against stage 06, before the series was split (this kernel is
+// the one the committed run measured as 07_hopper); 07b's header predicts 07c against 07b.
 //! [prediction]
 // Which metric should move, and by how much (written before measuring; H100 SXM: 132 SMs, ~1.83
 // GHz, dense fp16/bf16 wgmma peak 989 TFLOP/s; the bench's "measured peak" is a large cuBLAS GEMM,
@@ -40,7 +41,7 @@
 // K released with V, Bc = 128 at D = 128 (FA3: 176), no FP8, unconditional O rescale, forward
 // causal order. ptxas 13.0 hoists the P V wait above the exp2s, so only the ping-pong overlaps
 // softmax with tensor work today. The model behind the numbers, and the verdicts:
-// book/chapters/stage_07_hopper.md.
+// book/chapters/stage_07c_overlap.md.
 // =================================================================================================
 #include <cuda.h>  // CUtensorMap and its enums (header only: the encoder comes via the runtime)
 #include <cuda/ptx>

@@ -1,69 +1,24 @@
-// stages/07_hopper/launcher.cu — the Hopper stage as a flashsteps::Stage. What every fused stage
+// stages/07b_tma_roles/launcher.cu — stage 07b as a flashsteps::Stage. What every fused stage
 // shares (limits, shared-memory opt-in, dispatch, launch) is flashsteps/fused_stage.cuh; this stage
 // decides one tile per head dim (kernels.cuh), runs on compute capability 9.0 only, passes its
-// kernel four TMA tensor maps encoded here, and checks in setup() that the compiled kernel holds
-// the registers its setmaxnreg budgets move.
-#include <cuda.h>  // CUtensorMap and its enums (header only: the encoder comes via the runtime)
-#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled_v12000
+// kernel four TMA tensor maps (flashsteps/cuda/tensor_map.cuh), and checks in setup() that the
+// compiled kernel holds the registers its setmaxnreg budgets move.
+#include <cuda.h>  // CUtensorMap
 
-#include <cstdint>
-#include <stdexcept>
 #include <string>
-#include <type_traits>
 
+#include "flashsteps/cuda/tensor_map.cuh"
 #include "flashsteps/fused_stage.cuh"
 #include "kernels.cuh"
 
 namespace flashsteps {
 namespace {
 
-//! [tensor_maps]
-// cuTensorMapEncodeTiled is a driver API function; the runtime hands out its address
-// (cudaGetDriverEntryPointByVersion), so the stage needs no -lcuda and still links on a machine
-// without a driver. Looked up once.
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult status{};
-    FS_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
-                                                   cudaEnableDefault, &status));
-    if (status != cudaDriverEntryPointSuccess || p == nullptr)
-      throw std::runtime_error("07_hopper: the driver has no cuTensorMapEncodeTiled (CUDA 12+)");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
-
-// A 3-D map over a [B*H, rows, D] tensor of 16-bit elements: dimensions innermost first (D, rows,
-// B*H), box (64 columns, box_rows, 1 head), 128-byte swizzle, out-of-bounds elements read as zero.
-template <class T>
-CUtensorMap make_tensor_map(const void* base, std::int64_t bh, int rows, int d, int box_rows) {
-  const CUtensorMapDataType type = std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                             : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(rows),
-                              static_cast<cuuint64_t>(bh)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(d) * 2,  // bytes, of dims 1 and 2
-                                 static_cast<cuuint64_t>(rows) * d * 2};
-  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(box_rows), 1};
-  const cuuint32_t elem_strides[3] = {1, 1, 1};
-  CUtensorMap map{};
-  const CUresult r =
-      tensor_map_encoder()(&map, type, 3, const_cast<void*>(base), dims, strides, box, elem_strides,
-                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    throw std::runtime_error("07_hopper: cuTensorMapEncodeTiled failed (CUresult " +
-                             std::to_string(static_cast<int>(r)) + ")");
-  }
-  return map;
-}
-//! [tensor_maps]
-
-class HopperStage final : public FusedStage<HopperStage, hopper::Kernel> {
+class TmaRolesStage final : public FusedStage<TmaRolesStage, tma_roles::Kernel> {
  public:
-  std::string_view name() const override { return "07_hopper"; }
+  std::string_view name() const override { return "07b_tma_roles"; }
   std::string_view title() const override {
-    return "Hopper: TMA, mbarriers, wgmma and warpgroup specialization";
+    return "TMA and warpgroup roles: a producer warpgroup, mbarriers, setmaxnreg, two consumers";
   }
   // wgmma and setmaxnreg exist only in the sm_90a target; TMA and mbarrier expect_tx need sm_90.
   int min_compute_capability() const override { return 90; }
@@ -93,13 +48,13 @@ class HopperStage final : public FusedStage<HopperStage, hopper::Kernel> {
     FusedStage::setup(dev);
   }
 
-  using HeadDims = hopper::SupportedHeadDims;
-  static constexpr const char* kKernelName = "fused_attention_hopper";
+  using HeadDims = tma_roles::SupportedHeadDims;
+  static constexpr const char* kKernelName = "fused_attention_tma_roles";
   static constexpr const char* kSmemHolds = "Q and a ring of K/V stages";
 
   /// One tile per head dim, the same on every device.
   template <int kD>
-  using TileFor = hopper::TileFor<kD>;
+  using TileFor = tma_roles::TileFor<kD>;
 
   /// The kernel reads and writes through tensor maps: host-side encoding only (no allocation, no
   /// synchronization), four 128-byte kernel parameters. (The grid limit supports() checks,
@@ -110,7 +65,7 @@ class HopperStage final : public FusedStage<HopperStage, hopper::Kernel> {
     const CUtensorMap tm_k = make_tensor_map<T>(a.k, sh.bh, sh.skv, Tile::D, Tile::Bc);
     const CUtensorMap tm_v = make_tensor_map<T>(a.v, sh.bh, sh.skv, Tile::D, Tile::Bc);
     const CUtensorMap tm_o = make_tensor_map<T>(a.o, sh.bh, sh.sq, Tile::D, Tile::kConsumerRows);
-    return launch_kernel(hopper::Kernel::of<T, Tile, kCausal>(), grid(sh), Tile::kThreads,
+    return launch_kernel(tma_roles::Kernel::of<T, Tile, kCausal>(), grid(sh), Tile::kThreads,
                          Tile::kSmemBytes, stream, tm_q, tm_k, tm_v, tm_o, a.lse, sh);
   }
 
@@ -123,11 +78,12 @@ class HopperStage final : public FusedStage<HopperStage, hopper::Kernel> {
   static void check_kernel() {
 #if !defined(FLASHSTEPS_EMULATE)
     cudaFuncAttributes attr{};
-    FS_CUDA_CHECK(cudaFuncGetAttributes(&attr, hopper::Kernel::of<T, Tile, kCausal>()));
+    FS_CUDA_CHECK(cudaFuncGetAttributes(&attr, tma_roles::Kernel::of<T, Tile, kCausal>()));
     constexpr int kBudget = Tile::kProducerRegs * Tile::kWarpgroupThreads +
                             Tile::kConsumerRegs * Tile::kConsumerThreads;
     if (attr.numRegs * Tile::kThreads < kBudget) {
-      throw CudaError("07_hopper: the kernel was compiled with " + std::to_string(attr.numRegs) +
+      throw CudaError("07b_tma_roles: the kernel was compiled with " +
+                      std::to_string(attr.numRegs) +
                       " registers per thread, fewer than the setmaxnreg budgets need (" +
                       std::to_string(kBudget) + " per block)");
     }
@@ -138,7 +94,7 @@ class HopperStage final : public FusedStage<HopperStage, hopper::Kernel> {
 }  // namespace
 
 std::unique_ptr<Stage> make_stage() {
-  return std::make_unique<HopperStage>();
+  return std::make_unique<TmaRolesStage>();
 }
 
 }  // namespace flashsteps
