@@ -11,7 +11,7 @@
 //    accumulator of S, repacked as in 06c) and V MN-major. No ldmatrix, no Q fragments.
 //  * Shared memory takes the layout the descriptors read: rows of 128 bytes in (rows, 64)
 //    column blocks, chunk c of row r at c ^ (r % 8) inside 1024-byte atoms (06c's XOR swizzle,
-//    cut into 64-column blocks); the cp.async destinations compute it (tile_offset()).
+//    cut into 64-column blocks); the cp.async destinations compute it (swizzle()).
 //  * wgmma is asynchronous: wgmma.fence before it reads registers, commit_group to close a batch,
 //    wait_group<0> before the results are read — waited at once, so nothing overlaps yet (07b/07c).
 //  * cp.async writes shared memory through the generic proxy, wgmma reads it through the async
@@ -67,38 +67,38 @@ namespace {
 using Pipeline = cuda::pipeline<cuda::thread_scope_thread>;
 
 //! [swizzle]
-// The layout the wgmma descriptors' 128-byte swizzle mode reads (stage 06c's XOR swizzle, cut
-// into 64-column blocks): a (rows, 64) column block is stored as 128-byte rows, and inside each
-// 1024-byte atom of 8 rows the 16-byte chunk c of row r sits at chunk position c ^ (r % 8):
+// Where chunk `c` (16 bytes = 8 elements) of row `r` of a (kRows, D) tile lives, in elements from
+// the tile's start, in the layout the wgmma descriptors' 128-byte swizzle mode reads: stage 06c's
+// XOR swizzle, cut into (kRows, 64) column blocks of 128-byte rows. Inside each 1024-byte atom of
+// 8 rows, chunk c of a block's row r sits at chunk position c ^ (r % 8):
 //
-//      chunk position:   0    1    2    3    4    5    6    7        byte offset of element
-//      row 0             c0   c1   c2   c3   c4   c5   c6   c7       (r, col) of a column block:
-//      row 1             c1   c0   c3   c2   c5   c4   c7   c6       r * 128
-//      ...                                                           + ((col / 8) ^ (r % 8)) * 16
-//      row 7             c7   c6   c5   c4   c3   c2   c1   c0       + (col % 8) * 2
+//      chunk position:   0    1    2    3    4    5    6    7
+//      row 0             c0   c1   c2   c3   c4   c5   c6   c7
+//      row 1             c1   c0   c3   c2   c5   c4   c7   c6
+//      ...
+//      row 7             c7   c6   c5   c4   c3   c2   c1   c0
+//      row 8 = row 0, ...
 //
-// D = 128 is two column blocks, (rows, 0..63) and (rows, 64..127), one after the other.
-__device__ __forceinline__ std::uint32_t swizzled_offset(int r, int col) {
-  return static_cast<std::uint32_t>(r * 128 + (((col / 8) ^ (r % 8)) * 16) + (col % 8) * 2);
-}
-// Byte offset of element (r, col) of a (kRows, D) tile stored as D/64 such column blocks.
+// At D = 64 that is 06c's layout exactly; D = 128 is two column blocks, (rows, 0..63) and (rows,
+// 64..127), one after the other (06c kept a row's 256 bytes together). The conflict analysis is
+// 06c's: 8 threads copying the 8 chunks of a row, or 8 lanes storing one chunk of 8 rows, hit 8
+// different 4-bank groups.
 template <int kRows>
-__device__ __forceinline__ std::uint32_t tile_offset(int r, int col) {
-  return static_cast<std::uint32_t>((col / 64) * kRows * 128) + swizzled_offset(r, col % 64);
+__device__ __forceinline__ int swizzle(int r, int c) {
+  return (c / 8) * kRows * 64 + r * 64 + ((c % 8) ^ (r % 8)) * 8;
 }
 //! [swizzle]
 
 //! [load_tile_async]
-// Issues the copy of rows [row0, row0 + kRows) of one head's (n_rows, D) matrix into a tile in
-// the layout above: kCopiers threads (numbered `tid`), one 16-byte cp.async per thread and step,
-// consecutive threads on consecutive chunks of a row (coalesced in global memory; 8 threads on
-// the 8 chunk positions of one 128-byte row: conflict-free in shared memory). Rows at or past
-// n_rows — the ragged tail — are never read: the thread stores zeros instead (a stale NaN in V
-// would survive the multiplication by a masked p = 0).
+// Issues the copy of rows [row0, row0 + kRows) of one head's (n_rows, D) matrix into a swizzled
+// tile: kCopiers threads (numbered `tid`), one 16-byte cp.async per thread and step, consecutive
+// threads on consecutive chunks of a row (coalesced in global memory, conflict-free in shared
+// memory). Rows at or past n_rows — the ragged tail — are never read: the thread stores zeros
+// instead (a stale NaN in V would survive the multiplication by a masked p = 0). As in stage 06c
+// but for swizzle<kRows>: the tile's row count now says where its second column block starts.
 template <int kD, int kRows, int kCopiers, class T>
-__device__ __forceinline__ void load_tile_async(unsigned char* __restrict__ dst,
-                                                const T* __restrict__ src, int row0, int n_rows,
-                                                int tid, Pipeline& pipe) {
+__device__ __forceinline__ void load_tile_async(T* __restrict__ dst, const T* __restrict__ src,
+                                                int row0, int n_rows, int tid, Pipeline& pipe) {
   constexpr int kPerRow = kD / 8;               // 16-byte chunks per row
   constexpr int kRowStep = kCopiers / kPerRow;  // rows the copiers cover per step
   constexpr int kSteps = kRows / kRowStep;
@@ -111,7 +111,7 @@ __device__ __forceinline__ void load_tile_async(unsigned char* __restrict__ dst,
 #pragma unroll
   for (int step = 0; step < kSteps; ++step) {
     const int r = r0 + step * kRowStep;
-    unsigned char* chunk = dst + tile_offset<kRows>(r, 8 * c);  // (8) dtype in smem
+    T* chunk = dst + swizzle<kRows>(r, c);  // (8) dtype in smem
     if (step * kRowStep < rows_left) {
       cuda::memcpy_async(chunk, src_thread + step * kRowStep * kD, cuda::aligned_size_t<16>(16),
                          pipe);
@@ -148,20 +148,26 @@ __device__ __forceinline__ void load_tile_async(unsigned char* __restrict__ dst,
 //! [ring]
 
 template <class T, class Tile, bool kCausal>
-__global__ void __launch_bounds__(Tile::kThreads, 1)
+__global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocksPerSm)
     fused_attention_kernel(const T* __restrict__ q, const T* __restrict__ k,
                            const T* __restrict__ v, T* __restrict__ o, float* __restrict__ lse,
                            Shape sh) {
-  constexpr int D = Tile::D, Br = Tile::Br, Bc = Tile::Bc, kStages = Tile::Stages;
+  constexpr int D = Tile::D, Br = Tile::Br, Bc = Tile::Bc;
+  constexpr int kStages = Tile::Stages;
+  constexpr int kSN = Tile::kSN, kON = Tile::kON;
 
   FS_DYNAMIC_SHARED(unsigned char, smem_raw);
   // Round the base up to 1024 bytes: swizzle atoms and the wgmma descriptors (base offset 0)
   // assume it. kSmemBytes includes the slack.
   unsigned char* smem = smem_raw + ((1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u);
-  unsigned char* sQ = smem + Tile::kOffQ;  // (Br, D) dtype: kColBlocks x (Br, 64), swizzled
-  // Stage s: K_j (Bc, D) and V_j (Bc, D), each kColBlocks x (Bc, 64), swizzled.
-  auto stage_k = [&](int s) { return smem + Tile::kOffK + s * Tile::kKVBytes; };
-  auto stage_v = [&](int s) { return smem + Tile::kOffV + s * Tile::kKVBytes; };
+  T* sQ = reinterpret_cast<T*>(smem + Tile::kOffQ);  // (Br, D) dtype, swizzled: Q_i, then O_i / l
+  // Stage s of the ring: K (Bc, D) dtype, then V (Bc, D) dtype, both swizzled.
+  auto stage_k = [&](int s) {
+    return reinterpret_cast<T*>(smem + Tile::kOffRing + s * Tile::kStageBytes);
+  };
+  auto stage_v = [&](int s) {
+    return reinterpret_cast<T*>(smem + Tile::kOffRing + s * Tile::kStageBytes + Tile::kKVBytes);
+  };
 
   // One block per (head, query block), the query blocks of a head adjacent in launch order (they
   // share K, V through L2); inside a head the last query block first (the longest under a causal
@@ -173,13 +179,12 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
   const T* k_head = k + bh * sh.skv * D;                              // (Skv, D)
   const T* v_head = v + bh * sh.skv * D;                              // (Skv, D)
 
-  const int tid = static_cast<int>(threadIdx.x);
-  const int warp = tid / 32, lane = tid % 32;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int warp_row0 = warp * Tile::kWarpRows;  // first row of this warp's accumulator rows
   const int g = lane / 4, t = lane % 4;  // groupID, threadID_in_group (see the ownership picture)
-  // This thread's two rows of Q_i (h = 0: strip row 16 warp + g, h = 1: + 8); rows >= Sq (the
-  // ragged last block) are computed on zero-filled Q and never stored.
-  const int strip_row[2] = {16 * warp + g, 16 * warp + g + 8};
-  const int my_row[2] = {row0 + strip_row[0], row0 + strip_row[1]};
+  // This thread's two rows: h = 0 is strip row g, h = 1 is strip row g + 8. Rows >= Sq (ragged
+  // last block) are computed on zero-filled Q and never stored.
+  const int my_row[2] = {row0 + warp_row0 + g, row0 + warp_row0 + g + 8};
   // Keys [0, kv_end) are visible to a row: the causal diagonal and Skv in one bound.
   const int kv_end[2] = {static_cast<int>(causal_kv_end(my_row[0], sh.sq, sh.skv, kCausal)),
                          static_cast<int>(causal_kv_end(my_row[1], sh.sq, sh.skv, kCausal))};
@@ -199,6 +204,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
   auto prefetch = [&](int t_next) {
     if (t_next < Tc_i) {
       const int s = t_next % kStages;
+      const int tid = static_cast<int>(threadIdx.x);
       load_tile_async<D, Bc, Tile::kThreads>(stage_k(s), k_head, t_next * Bc, sh.skv, tid, pipe);
       load_tile_async<D, Bc, Tile::kThreads>(stage_v(s), v_head, t_next * Bc, sh.skv, tid, pipe);
     }
@@ -206,7 +212,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
   };
   // Group 0: Q_i, copied by the whole warpgroup (its wgmmas read all of it). Groups 1 ..
   // kStages-1: tiles 0 .. kStages-2.
-  load_tile_async<D, Br, Tile::kThreads>(sQ, q_head, row0, sh.sq, tid, pipe);
+  load_tile_async<D, Br, Tile::kThreads>(sQ, q_head, row0, sh.sq, static_cast<int>(threadIdx.x),
+                                         pipe);
   pipe.producer_commit();
 #pragma unroll
   for (int tt = 0; tt < kStages - 1; ++tt)
@@ -247,8 +254,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
 #pragma unroll
   for (int e = 0; e < Tile::kORegs; ++e)
     o_acc[e] = 0.0f;
-  float m_run[2] = {-INFINITY, -INFINITY};  // running max of this thread's 2 rows
-  float l_run[2] = {0.0f, 0.0f};  // this lane's share of the running sums (quad-reduced later)
+  float m_run[2] = {-INFINITY, -INFINITY};  // running max of rows g, g+8 (the quad agrees)
+  float l_run[2] = {0.0f, 0.0f};  // this lane's share of the running sums (quad-reduced at the end)
 
   // One tile: wait for it, refill the stage the last tile left, S = Q K^T, the online softmax,
   // O = alpha O + P V. `masked` is std::true_type for the tiles that cross the diagonal or Skv:
@@ -292,7 +299,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       // become -inf and contribute exp2(-inf) = 0: P = 0 there, so V's zero rows (or any row)
       // are multiplied by 0.
 #pragma unroll
-      for (int n = 0; n < Bc / 8; ++n)
+      for (int n = 0; n < kSN; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
           if (kv0 + 8 * n + 2 * t + (e % 2) >= kv_end[e / 2]) s_acc[4 * n + e] = -INFINITY;
@@ -300,23 +307,23 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
 
     //! [online_softmax]
     // Stage 06c's softmax on the wgmma accumulator: a row lives in the 4 lanes of a quad.
-    float alpha[2];  // O_i and l of row h are rescaled by alpha[h] = exp2(tau2 (m_old - m_new))
+    float alpha[2];  // O_i and l of row h are rescaled by alpha[h] = exp2(tau2 * (m_old - m_new))
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float mx = m_run[h];
 #pragma unroll
-      for (int n = 0; n < Bc / 8; ++n)
+      for (int n = 0; n < kSN; ++n)
         mx = fmaxf(mx, fmaxf(s_acc[4 * n + 2 * h], s_acc[4 * n + 2 * h + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));  // the quad's 4 lanes hold one row:
+      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));  // after two steps all 4 agree
       // -inf guard: a row with no visible key yet keeps mx = -inf; subtracting 0 instead keeps
       // NaN out (alpha and every p are exp2(-inf) = 0).
       const float m_scaled = (mx == -INFINITY ? 0.0f : mx) * sh.scale_log2;
-      alpha[h] = ptx::ex2_approx_ftz(m_run[h] * sh.scale_log2 - m_scaled);
+      alpha[h] = ptx::ex2_approx_ftz(m_run[h] * sh.scale_log2 - m_scaled);  // 0 while m_run = -inf
       m_run[h] = mx;
-      float row_sum = 0.0f;
+      float row_sum = 0.0f;  // this lane's part of the row: Bc/4 of its columns
 #pragma unroll
-      for (int n = 0; n < Bc / 8; ++n) {
+      for (int n = 0; n < kSN; ++n) {
         // p = exp2(tau2 s - tau2 m): scale and log2(e) folded into one FFMA
         s_acc[4 * n + 2 * h] =
             ptx::ex2_approx_ftz(fmaf(s_acc[4 * n + 2 * h], sh.scale_log2, -m_scaled));
@@ -327,7 +334,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       l_run[h] = alpha[h] * l_run[h] + row_sum;
     }
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n) {  // O_i = alpha O_i, in registers; P_ij V_j is added next
+    for (int n = 0; n < kON; ++n) {  // O_i = alpha O_i, in registers; P_ij V_j is added next
       o_acc[4 * n + 0] *= alpha[0];
       o_acc[4 * n + 1] *= alpha[0];
       o_acc[4 * n + 2] *= alpha[1];
@@ -387,8 +394,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float l = l_run[h];
-    l += __shfl_xor_sync(kFullMask, l, 1);  // the quad's shares of the row's l
-    l += __shfl_xor_sync(kFullMask, l, 2);
+    l += __shfl_xor_sync(kFullMask, l, 1);  // the quad's shares of the row's l, in a fixed
+    l += __shfl_xor_sync(kFullMask, l, 2);  // order: every lane gets the same bits
     // O = O_i / l; LSE = ln(2) (tau2 m + log2 l). A row that saw no key has l = 0: O = 0,
     // LSE = -inf (never 0/0).
     inv_l[h] = l > 0.0f ? 1.0f / l : 0.0f;
@@ -397,28 +404,27 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
           l > 0.0f ? kLn2 * fmaf(m_run[h], sh.scale_log2, log2f(l)) : -INFINITY;
     }
   }
-  // Stage O / l in the warp's own 16 rows of the Q region, in the same swizzled column blocks:
-  // per n8 slice the warp writes 8 rows x 4 lanes at one logical chunk -> 8 distinct chunk
-  // positions (a column of the swizzle picture): conflict-free 4-byte stores.
+  // Stage the warp's 16 rows of O / l in its rows of the Q region, swizzled: a 4-byte store per
+  // accumulator pair; for each n8 slice the warp writes 8 rows x 4 lanes at one chunk position
+  // -> a column of the swizzle picture, 32 distinct banks.
+  T* sO = sQ;  // (Br, D) dtype, swizzled: O_i / l; this warp writes and reads its own rows only
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n) {
-    const int col = 8 * n + 2 * t;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      *reinterpret_cast<std::uint32_t*>(sQ + tile_offset<Br>(strip_row[h], col)) =
-          pack2<T>(o_acc[4 * n + 2 * h] * inv_l[h], o_acc[4 * n + 2 * h + 1] * inv_l[h]);
-    }
+  for (int n = 0; n < kON; ++n) {
+    *reinterpret_cast<std::uint32_t*>(sO + swizzle<Br>(warp_row0 + g, n) + 2 * t) =
+        pack2<T>(o_acc[4 * n + 0] * inv_l[0], o_acc[4 * n + 1] * inv_l[0]);
+    *reinterpret_cast<std::uint32_t*>(sO + swizzle<Br>(warp_row0 + g + 8, n) + 2 * t) =
+        pack2<T>(o_acc[4 * n + 2] * inv_l[1], o_acc[4 * n + 3] * inv_l[1]);
   }
-  // (E) The staged rows are visible to all of the warp's lanes (only this warp reads them).
+  // (E) The staged strip is visible to all of the warp's lanes (only this warp reads it).
   __syncwarp();
-  // 16-byte stores, a whole row per D/8 consecutive lanes (coalesced), 8 lanes per 128-byte row
-  // of a column block: a row of the swizzle picture, 32 distinct banks.
+  // 16-byte stores, a whole row per D/8 consecutive lanes (coalesced), 8 lanes per 128-byte
+  // piece of a row: a row of the swizzle picture, 32 distinct banks.
   constexpr int kPerRow = Tile::kChunks;
 #pragma unroll
-  for (int step = 0; step < 16 * kPerRow / 32; ++step) {
+  for (int step = 0; step < Tile::kWarpRows * kPerRow / 32; ++step) {
     const int idx = step * 32 + lane;
-    const int r = 16 * warp + idx / kPerRow, c = idx % kPerRow;  // strip row, chunk of the row
-    const uint4 piece = *reinterpret_cast<const uint4*>(sQ + tile_offset<Br>(r, 8 * c));
+    const int r = warp_row0 + idx / kPerRow, c = idx % kPerRow;  // tile row, chunk of the row
+    const uint4 piece = *reinterpret_cast<const uint4*>(sO + swizzle<Br>(r, c));  // (8) dtype
     const int out_row = row0 + r;
     if (out_row < sh.sq)  // ragged last block: rows past Sq were computed, never stored
       *reinterpret_cast<uint4*>(o + (bh * sh.sq + out_row) * D + c * 8) = piece;
