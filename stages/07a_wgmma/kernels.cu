@@ -13,7 +13,7 @@
 //    column blocks, chunk c of row r at c ^ (r % 8) inside 1024-byte atoms (06c's XOR swizzle,
 //    cut into 64-column blocks); the cp.async destinations compute it (swizzle()).
 //  * wgmma is asynchronous: wgmma.fence before it reads registers, commit_group to close a batch,
-//    wait_group<0> before the results are read — waited at once, so nothing overlaps yet (07b/07c).
+//    wait_group<0> before the results are read — waited at once, so nothing overlaps yet (07c).
 //  * cp.async writes shared memory through the generic proxy, wgmma reads it through the async
 //    proxy: fence.proxy.async between them (the tile's wait).
 //  * Hopper only: wgmma exists for sm_90a alone (launcher.cu refuses other devices).

@@ -42,7 +42,7 @@ using SupportedHeadDims = HeadDims<64, 128>;
 /// gaps, and 3 stages is the deepest ring that keeps two blocks (4 stages: 137 KiB, one block). At
 /// D = 128 one block is all shared memory holds with any ring (2 stages: 145 KiB), so the third
 /// stage costs nothing: the copies run two tiles ahead of a block that has no neighbour to hide a
-/// late one. (Stage 07c: Br = 128 rows per block, two consumer warpgroups, TMA.)
+/// late one. (Stage 07b: Br = 128 rows per block, two consumer warpgroups, TMA.)
 //! [traits]
 template <int kD, int kBc, int kStages>
 struct WgmmaTraits {
