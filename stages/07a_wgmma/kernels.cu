@@ -25,9 +25,12 @@
 // (FA3's design, measured as 07_hopper) 414 and 628):
 //  * SASS: HGMMA.64x128x16 (S; and P V at D = 128) and HGMMA.64x64x16 (P V at D = 64) replace
 //    HMMA.16816; LDSM disappears; LDGSTS stays (no UTMALDG, no SYNCS: no TMA, no mbarrier).
-//  * Shared memory through the LSU: the ldmatrix reads (4 warps x K_j and V_j per tile, 4x the
-//    ring's bytes) leave the LSU — wgmma reads its operands itself — and the cp.async writes stay:
-//    `l1tex__data_pipe_lsu_wavefronts_mem_shared.sum` per FLOP -75% to -85% against 06c.
+//  * Shared memory: the ldmatrix reads (4 warps x K_j and V_j per tile) go; the tensor cores read
+//    K_j and V_j once for the 64 rows, and Q_i at every tile; the cp.async writes stay. Per 64 rows
+//    and 128 keys 1,152 D bytes against 06c's 2,560 D. The H100's
+//    `l1tex__data_pipe_lsu_wavefronts_mem_shared.sum` counts wgmma's operand reads too (one per
+//    128 bytes: stage 07's committed profile matches only with them, emu/README.md), so per FLOP
+//    it falls by about half against 06c: -45% to -60%.
 //  * Throughput. Model per tile and block: 4 * 64 * 128 * D FLOP on the tensor cores at the rate
 //    stage 07 reached at D = 128 (~2,700 FLOP/cycle/SM, where its tensor pipe is the bound), then
 //    the softmax of 64 x 128 scores (~800 cycles for one warpgroup), then ~200 cycles of waits and
