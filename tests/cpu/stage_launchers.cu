@@ -1,5 +1,5 @@
-// tests/cpu/stage_launchers.cu — the launchers of stages 01 and 02 inside test_cpu, so that the
-// refusals their launch() makes before any CUDA call are tested without a GPU
+// tests/cpu/stage_launchers.cu — the launchers of stages 01, 02 and 07a inside test_cpu, so that
+// the refusals their launch() and supports() make before any CUDA call are tested without a GPU
 // (test_stage_launch.cpp).
 //
 // Each launcher defines flashsteps::make_stage(), the one function a stage binary gets from its
@@ -12,4 +12,8 @@
 
 #define make_stage make_stage_02_wmma
 #include "02_wmma/launcher.cu"
+#undef make_stage
+
+#define make_stage make_stage_07a_wgmma
+#include "07a_wgmma/launcher.cu"
 #undef make_stage

@@ -1,5 +1,5 @@
-// What stages refuse in launch(), before anything reaches the device: a GPU is not needed. The
-// stages' launchers are compiled into this binary by stage_launchers.cu.
+// What stages refuse in launch() and supports(), before anything reaches the device: a GPU is not
+// needed. The stages' launchers are compiled into this binary by stage_launchers.cu.
 #include "flashsteps_catch.hpp"
 
 #include <cstddef>
@@ -11,6 +11,7 @@
 namespace flashsteps {
 std::unique_ptr<Stage> make_stage_01_tiled();
 std::unique_ptr<Stage> make_stage_02_wmma();
+std::unique_ptr<Stage> make_stage_07a_wgmma();
 }  // namespace flashsteps
 
 using namespace flashsteps;
@@ -44,4 +45,22 @@ TEST_CASE("stage 01 refuses Q or O off an 8-byte boundary before launch") {
 
 TEST_CASE("stage 02 refuses Q or O off a 16-byte boundary before launch") {
   check_refuses_misaligned(*make_stage_02_wmma(), 16);
+}
+
+// An sm_90a build runs on compute capability 9.0 only (FusedStage's kOnlyComputeCapability): a
+// later GPU passes "at least 9.0" but must be refused, by name, while an H100 is accepted.
+TEST_CASE("stage 07a refuses every GPU but compute capability 9.0") {
+  const std::unique_ptr<Stage> stage = make_stage_07a_wgmma();
+  DeviceInfo dev;
+  dev.name = "Test GPU";
+  dev.smem_optin_per_block = 232448;  // sm_90's 227 KiB
+  dev.cc_major = 10, dev.cc_minor = 0;
+  const Problem p;
+  const Support later = stage->supports(p, dev);
+  CHECK_FALSE(later.ok);
+  CHECK_THAT(later.reason, StartsWith("needs sm_90a (H100/H200)") &&
+                               ContainsSubstring("compute capability 9.0 only") &&
+                               ContainsSubstring("Test GPU is sm_100"));
+  dev.cc_major = 9, dev.cc_minor = 0;
+  CHECK(stage->supports(p, dev).ok);
 }

@@ -95,7 +95,9 @@ inline constexpr std::int64_t kMaxFusedBlocks = 0x7fffffff;
 /// A stage that does something differently declares its own (public) version of:
 ///   tile_tag<Tile>()    the tile's part of the kernel's report name, "d64,bc64,2stages";
 ///   launch_variant<T, Tile, kCausal>(shape, args, stream)   the launch of one variant;
-///   check_kernel<T, Tile, kCausal>()   a check of the compiled kernel, in setup().
+///   check_kernel<T, Tile, kCausal>()   a check of the compiled kernel, in setup();
+///   kOnlyComputeCapability  the one compute capability its arch-specific build runs on (90 for
+///                       sm_90a): supports() refuses every other device, setup() skips them.
 /// `Kernel` is the stage's kernels.cuh export (above).
 template <class S, class Kernel>
 class FusedStage : public Stage {
@@ -108,6 +110,15 @@ class FusedStage : public Stage {
   }
 
   Support supports(const Problem& p, const DeviceInfo& dev) const override {
+    if (constexpr int cc = only_compute_capability(); cc != 0 && dev.compute_capability() != cc) {
+      // "At least" is not enough: machine code for an arch-specific target (the "a" of sm_90a:
+      // wgmma, setmaxnreg) runs on that compute capability only, and its PTX cannot be
+      // JIT-compiled for any other GPU either (sm_100+ has tcgen05 instead of wgmma).
+      return Support::no("needs " + gpu_requirement() + ": its arch-specific instructions run on " +
+                         "compute capability " + std::to_string(cc / 10) + "." +
+                         std::to_string(cc % 10) + " only; " + dev.name + " is sm_" +
+                         std::to_string(dev.compute_capability()));
+    }
     return S::with_tile(p.head_dim, dev, [&]<class Tile>() {
       std::string what = "D " + std::to_string(p.head_dim);
       if (*S::kSmemHolds) what += std::string(", ") + S::kSmemHolds;
@@ -123,6 +134,9 @@ class FusedStage : public Stage {
   // are ever launched.
   void setup(const DeviceInfo& dev) override {
     device_ = dev;
+    // supports() refuses every other device: nothing to set up there.
+    if (constexpr int cc = only_compute_capability(); cc != 0 && dev.compute_capability() != cc)
+      return;
     S::HeadDims::for_each([&]<int kD>() {
       S::with_tile(kD, dev, [&]<class Tile>() {
         if (static_cast<std::int64_t>(Tile::kSmemBytes) > dev.smem_optin_per_block) return;
@@ -184,6 +198,16 @@ class FusedStage : public Stage {
   }
   template <class T, class Tile, bool kCausal>
   static void check_kernel() {}
+  /// S::kOnlyComputeCapability where the stage declares it (its kernels are built for an
+  /// arch-specific target, such as 90 for sm_90a), else 0: any device from
+  /// min_compute_capability().
+  static constexpr int only_compute_capability() {
+    if constexpr (requires { S::kOnlyComputeCapability; }) {
+      return S::kOnlyComputeCapability;
+    } else {
+      return 0;
+    }
+  }
 
  protected:
   /// One block per query block of a head: B*H*Tr blocks (<= kMaxFusedBlocks, which supports()
