@@ -68,12 +68,12 @@ class Footnotes {
   Text mark(const Text& reason);
   /// The cell text for a value that needs a note: "1.23x (2)".
   Text annotate(const std::string& value, const Text& note);
+  /// "(k)": the note's number, the note added if new.
+  std::string number(const Text& note);
   /// The reasons in order of first use; pass as Table::notes.
   const std::vector<Text>& notes() const { return notes_; }
 
  private:
-  std::string number(const Text& reason);  ///< "(k)", adding the reason if new
-
   std::vector<std::string> keys_;
   std::vector<Text> notes_;
 };
