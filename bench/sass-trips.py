@@ -17,13 +17,16 @@ the emulator), says how often each loop runs at the profile's shape and how many
                               [--expect FILE]    # also fail unless the comparison is FILE's
     bench/sass-trips.py markdown FILE         # the book's table (book/generate.cmake)
 
-check: compiles and disassembles every stage of <build>/stages.json that the run profiled, sums the
-per-kernel SASS census over the binary and compares it with the run's sass_<stage>.txt (the same
-classes bench/bundle.sh counts), runs the emulated runner (<build>/stages/emulated) at the profile's
-shape with --profile, and compares per class. Exit 1 when a class leaves its band (exact: always for
-tensor, ldmatrix and TMA, and for every other class unless a model's bands say otherwise), when a
-loop of a modelled kernel has no trip count or a modelled loop is not in the SASS, or when a
-profiled stage has neither a model nor a reason in NOT_MODELLED. --out writes the comparison (TSV, read by `markdown`); the committed one is
+check: compiles and disassembles every stage of <build>/stages.json, sums the per-kernel SASS census
+over the binary and compares it with the run's sass_<stage>.txt (the same classes bench/bundle.sh
+counts; profiled stages only), runs the emulated runner (<build>/stages/emulated) at the profile's
+shape with --profile, and compares per class. A stage the run did not profile is run at the shape
+of its nearest profiled ancestor ("parent" in stages.json, files under MEASURED_AS names) and
+marked so in the comparison; one with no profiled ancestor is skipped. Exit 1 when a class leaves
+its band (exact: always for tensor, ldmatrix and TMA, and for every other class unless a model's
+bands say otherwise), when a loop of a modelled kernel has no trip count or a modelled loop is not
+in the SASS, or when a compared stage has neither a model nor a reason in NOT_MODELLED. --out
+writes the comparison (TSV, read by `markdown`); the committed one is
 book/data/<run>/emulated/sass_trips.tsv, which CTest emu.sass.trips keeps current (--expect). --run
 current: the run book/data/CURRENT names. Stages 00-02 (three kernels each, not one fused kernel)
 have no model and are reported as "no trip-count model"; a new stage is one MODELS entry.
@@ -82,7 +85,8 @@ CENSUS = r"\b(HMMA|HGMMA|LDSM|LDGSTS|UTMALDG|UTMASTG|USETMAXREG|BAR|SYNCS)[.A-Z0
 # None, fraction of them that run it), matched by the line of the kernel that calls the inlined
 # code (nvdisasm -gi); the smallest region holding an instruction applies. bands: the
 # classes that are not exact, (low, high) of predicted / emulated. Shape: B=4, H=16, Sq=Skv=2048,
-# D=64, fp16, not causal (the runner arguments of the run's ncu_<stage>.provenance.txt).
+# D=64, fp16, not causal (the runner arguments of the run's ncu_<stage>.provenance.txt, or of its
+# nearest profiled ancestor's for a stage the run did not profile: 06a, 06b, 07a, 07b).
 def _model_03(s):
     # stages/03_online_softmax: OnlineSoftmaxTraits<64>: Br = Bc = 64, 128 threads = 4 warps.
     br, bc, d, thr = 64, 64, s["D"], 128
@@ -165,20 +169,50 @@ def _model_05(s):
     )
 
 
-def _model_06c(s):
-    # stages/06c_swizzle (measured as 06_registers): RegistersTraits<64, 128, 2>: Br = 64,
-    # Bc = 128, 2 stages, 4 warps; every inner loop is fully unrolled (no SASS loop).
-    br, bc, stages = 64, 128, 2
+def _model_06a(s):
+    # stages/06a_mma_sync: MmaSyncTraits<64, 64, 2> (D = 64): Br = Bc = 64, 2 stages, 4 warps of
+    # 16 query rows: stage 04's loops around mma.sync + ldmatrix in place of WMMA.
+    br, bc, d, stages = 64, 64, s["D"], 2
+    tc = s["Skv"] // bc  # the tile loop: Tc_i = ceil(kv_stop / Bc), every key visible
+    return dict(
+        kernel=f"<__half, flashsteps::mma_sync::MmaSyncTraits<{d}, {bc}, {stages}>, false>",
+        blocks=s["B"] * s["H"] * (s["Sq"] // br), warps=4,
+        loops=[
+            # Each warp zeroes its (16, D) fp32 strip of O: e = lane; e < 16*D; e += 32: 32
+            # trips, as in stage 04: a remainder loop (32 mod 4 = 0) before a 4-times unrolled one.
+            (r"e < Tile::kWarpRows \* D", [(16 * d // 32) % 4, 16 * d // 32 // 4], None),
+            (r"j < Tc_i", tc, None),  # the tile loop
+            (r"kk < kQK", d // 16 // 2, None),  # S's k loop: D/16 steps under #pragma unroll 2
+            (r"d = half; d < D; d \+= 2", d // 2 // 8, None),  # O rescale: #pragma unroll 8
+        ],
+        guards=[
+            # The O rescale's remainder steps before the 8-times unrolled loop: (D/2) mod 8 = 0.
+            (r"o_row\[d\] \*= alpha", r"j < Tc_i", (d // 2) % 8 / 7),
+            # prefetch(j + kStages - 1) copies only while it is < Tc_i: Tc - 1 of Tc trips.
+            (r"^cp_async_shared_global\.h:", r"j < Tc_i", (tc - (stages - 1)) / tc),
+            (r"piece\) = make_uint4\(0u", "*", 0),  # zero fill past Skv/Sq: none at full tiles
+        ],
+        bands={},
+    )
+
+
+def _ring_model(s, traits, bc, stages):
+    # The kernels of stages 06b, 06c and 07a: one block of Br = 64 query rows, 4 warps (07a: one
+    # warpgroup), a cp.async ring of `stages` K_j / V_j tiles of Bc keys, the tile loop split into
+    # unmasked and masked tiles, every inner loop fully unrolled (no SASS loop). traits: the
+    # Traits<D, Bc, Stages> instantiation's name, with its namespace.
+    br, d = 64, s["D"]
     tc = s["Skv"] // bc  # not causal: Tc_i = Tc_full = Skv / Bc, every tile unmasked
     return dict(
-        kernel=f"<__half, flashsteps::registers::RegistersTraits<{br}, {bc}, {stages}>, false>",
+        kernel=f"<__half, flashsteps::{traits}<{d}, {bc}, {stages}>, false>",
         blocks=s["B"] * s["H"] * (s["Sq"] // br), warps=4,
         loops=[
             (r"j < Tc_full; \+\+j", tc, None),  # the unmasked tiles: all of them here
             (r"j = Tc_full; j < Tc_i", 0, None),  # the masked tiles: none
         ],
         guards=[
-            # The prefetch of tile j + kStages - 1 copies only while it is < Tc_i.
+            # The prefetch of tile j + kStages - 1 copies only while it is < Tc_i: on
+            # Tc - (kStages - 1) of the Tc trips.
             (r"^cp_async_shared_global\.h:", r"j < Tc_full; \+\+j", (tc - (stages - 1)) / tc),
             (r"chunk\) = make_uint4\(0u", "*", 0),  # zero fill past Skv/Sq: none here
         ],
@@ -186,15 +220,35 @@ def _model_06c(s):
     )
 
 
-def _model_07(s):
-    # stages/07_hopper: HopperTraits<64, 128, 4>: Br = 128 query rows (two consumer warpgroups of
-    # 64 rows), Bc = 128, 4 stages; 384 threads = 12 warps: warpgroup 0 produces (thread 0 issues
-    # every TMA copy), warpgroups 1 and 2 consume.
+def _model_06b(s):
+    # stages/06b_registers: RegistersTraits<64, 128, 2>: Br = 64, Bc = 128, 2 stages; 06c's loops
+    # with padded rows (namespace registers_padded): only shared-memory addresses differ.
+    return _ring_model(s, "registers_padded::RegistersTraits", 128, 2)
+
+
+def _model_06c(s):
+    # stages/06c_swizzle (measured as 06_registers): RegistersTraits<64, 128, 2>: Br = 64,
+    # Bc = 128, 2 stages, 4 warps.
+    return _ring_model(s, "registers::RegistersTraits", 128, 2)
+
+
+def _model_07a(s):
+    # stages/07a_wgmma: WgmmaTraits<64, 128, 3> (D = 64): one warpgroup (4 warps) owns Br = 64
+    # query rows, Bc = 128, 3 stages: 06c's cp.async ring and tile loops around wgmma.
+    return _ring_model(s, "wgmma::WgmmaTraits", 128, 3)
+
+
+def _tma_roles_model(s, namespace):
+    # HopperTraits<64, 128, 4>: Br = 128 query rows (two consumer warpgroups of 64 rows), Bc = 128,
+    # 4 stages; 384 threads = 12 warps: warpgroup 0 produces (thread 0 issues every TMA copy),
+    # warpgroups 1 and 2 consume. The roles of stages 07b (namespace tma_roles) and 07c (hopper),
+    # whose producers are the same; 07b's consumers run every tile alike, in order:
+    #   for (j = 0; j < Tc_full; ++j) tile_step(j, unmasked); for (j = Tc_full; j < Tc_i; ++j) ...
     br, bc, d, stages = 128, 128, s["D"], 4
     tc = s["Skv"] // bc  # not causal: Tc_i = Tc_full = Skv / Bc
     consumers = 8
     return dict(
-        kernel=f"<__half, flashsteps::hopper::HopperTraits<{d}, {bc}, {stages}>, false>",
+        kernel=f"<__half, flashsteps::{namespace}::HopperTraits<{d}, {bc}, {stages}>, false>",
         blocks=s["B"] * s["H"] * (s["Sq"] // br), warps=12,
         loops=[
             # The producer's tile loop, thread 0 only: one warp.
@@ -202,24 +256,14 @@ def _model_07(s):
             # Each TMA copy sits in a loop nvcc makes around it (ELECT one lane, issue, repeat for
             # lanes with other operands): once, with one thread active. Thread 0: one warp.
             (r"cuda::ptx::cp_async_bulk_tensor\(cuda::ptx::space_cluster", 1, 1),
-            # The consumers: tile 0 is peeled, tiles 1 .. Tc_full-1 unmasked, the rest masked.
-            (r"j = 1; j < Tc_full", tc - 1, consumers),
-            (r"j = max\(Tc_full, 1\); j < Tc_i", 0, consumers),
+            # The consumers (07b): every tile unmasked here, none masked.
+            (r"j = 0; j < Tc_full; \+\+j", tc, consumers),
+            (r"j = Tc_full; j < Tc_i", 0, consumers),
         ],
-        guards=[
-            # After each tile's products a consumer opens the other's turn, except consumer 1
-            # after its last tile: in the loop over tiles 1 .. Tc-1, 4 of its 8 warps skip one.
-            # (BAR.ARV only: nvcc lists some HGMMA under the same line of ptx.cuh.)
-            (r"^ptx\.cuh:.*bar\.arrive", r"j = 1; j < Tc_full", 1 - 1 / (2 * (tc - 1)),
-             r"^BAR\.ARV"),
-        ],
+        guards=[],
         regions=[
             # Everything from the consumers' branch on runs in the 8 consumer warps ...
             (r"setmaxnreg_inc<Tile::kConsumerRegs>", r"^}", consumers, 1),
-            # ... tile 0 unmasked (Tc_full > 0); its masked copy does not run ...
-            (r"tile_step\(0, std::true_type\{\}, std::true_type\{\}\)", None, None, 0),
-            # ... consumer 1 alone opens consumer 0's first turn: its 4 warps ...
-            (r"if \(cw == 1 && Tc_i > 0\) ptx::named_barrier_arrive", None, consumers // 2, 1),
             # ... and O's TMA store is issued by thread 0 of each consumer warpgroup: 2 warps.
             (r"cuda::ptx::cp_async_bulk_tensor\(cuda::ptx::space_global, cuda::ptx::space_shared",
              None, 2, 1),
@@ -228,7 +272,41 @@ def _model_07(s):
     )
 
 
-# Profiled stages without a model, and why; any other profiled stage without one fails the check.
+def _model_07b(s):
+    # stages/07b_tma_roles: the producer and consumers of _tma_roles_model as they are. Its only
+    # named barrier is kBarStore + cw (a bar.sync, no bar.arrive) before O's TMA store.
+    return _tma_roles_model(s, "tma_roles")
+
+
+def _model_07(s):
+    # stages/07c_overlap (measured as 07_hopper): 07b's roles, with a consumer's tile loop split
+    # for the overlap: tile 0 peeled (`first`), then tiles 1 .. Tc-1, and two named barriers
+    # that make the consumers take turns.
+    tc = s["Skv"] // 128
+    consumers = 8
+    model = _tma_roles_model(s, "hopper")
+    model["loops"][2:] = [
+        # The consumers: tile 0 is peeled, tiles 1 .. Tc_full-1 unmasked, the rest masked.
+        (r"j = 1; j < Tc_full", tc - 1, consumers),
+        (r"j = max\(Tc_full, 1\); j < Tc_i", 0, consumers),
+    ]
+    model["guards"] = [
+        # After each tile's products a consumer opens the other's turn, except consumer 1
+        # after its last tile: in the loop over tiles 1 .. Tc-1, 4 of its 8 warps skip one.
+        # (BAR.ARV only: nvcc lists some HGMMA under the same line of ptx.cuh.)
+        (r"^ptx\.cuh:.*bar\.arrive", r"j = 1; j < Tc_full", 1 - 1 / (2 * (tc - 1)),
+         r"^BAR\.ARV"),
+    ]
+    model["regions"][1:1] = [
+        # ... tile 0 unmasked (Tc_full > 0); its masked copy does not run ...
+        (r"tile_step\(0, std::true_type\{\}, std::true_type\{\}\)", None, None, 0),
+        # ... consumer 1 alone opens consumer 0's first turn: its 4 warps ...
+        (r"if \(cw == 1 && Tc_i > 0\) ptx::named_barrier_arrive", None, consumers // 2, 1),
+    ]
+    return model
+
+
+# Stages without a model, and why; any other compared stage without one fails the check.
 NOT_MODELLED = {
     "00_scalar": "three kernels (scores, softmax, PV), not one fused kernel",
     "01_tiled": "three kernels (scores, softmax, PV), not one fused kernel",
@@ -239,7 +317,11 @@ MODELS = {
     "03_online_softmax": _model_03,
     "04_cp_async": _model_04,
     "05_warp_specialized": _model_05,
+    "06a_mma_sync": _model_06a,
+    "06b_registers": _model_06b,
     "06c_swizzle": _model_06c,
+    "07a_wgmma": _model_07a,
+    "07b_tma_roles": _model_07b,
     "07_hopper": _model_07,
 }
 
@@ -608,6 +690,22 @@ def runner_name(stage):
     return "stage" + m.group(1) if m else stage
 
 
+def profiled_ancestor(tree, name, run):
+    """The name its profile files carry (MEASURED_AS, else the stage's) of the nearest stage above
+    `name` (following "parent" in stages.json) that the run profiled, or None. A stage no GPU has
+    run is emulated at that ancestor's runner arguments: the rule bench/emu-profile.sh uses for
+    the emulated counts of such a stage; keep the two the same."""
+    by_name = {st["name"]: st for st in tree["stages"]}
+    parent = by_name[name].get("parent")
+    while parent is not None:
+        st = by_name[parent]
+        measured = st.get("measured_as", st["name"])
+        if os.path.exists(os.path.join(run, f"ncu_{measured}.provenance.txt")):
+            return measured
+        parent = st.get("parent")
+    return None
+
+
 def check(a):
     build = os.path.abspath(a.build)
     with open(os.path.join(build, "stages.json"), encoding="utf-8") as f:
@@ -628,10 +726,17 @@ def check(a):
             if a.stage and name not in a.stage:
                 continue
             prov = os.path.join(a.run, f"ncu_{measured}.provenance.txt")
+            stand_in = None
             if not os.path.exists(prov):
-                print(f"{name}: not profiled by the run: nothing to compare"
-                      + ("" if name in MODELS else " (and no trip-count model)"))
-                continue
+                stand_in = profiled_ancestor(tree, name, a.run)
+                if stand_in is None:
+                    print(f"{name}: not profiled by the run, nor any stage it descends from: "
+                          "nothing to compare")
+                    continue
+                prov = os.path.join(a.run, f"ncu_{stand_in}.provenance.txt")
+                print(f"{name}: not profiled by the run: at the shape of {stand_in}, its nearest "
+                      "profiled ancestor")
+                rows.append((name, "stand-in", stand_in, "", "", "not profiled"))
             if not os.path.exists(os.path.join(ROOT, st["dir"], "kernels.cu")):
                 continue
             cubin = os.path.join(work, name + ".cubin")
@@ -656,7 +761,7 @@ def check(a):
             if model_of is None:
                 why = NOT_MODELLED.get(name) or NOT_MODELLED.get(measured)
                 print(f"{name}: no trip-count model" + (f" ({why})" if why else
-                      ": a profiled stage needs one (MODELS in bench/sass-trips.py) or a reason "
+                      ": a compared stage needs one (MODELS in bench/sass-trips.py) or a reason "
                       "in NOT_MODELLED"))
                 rows.append((name, "model", "", "", "", "no trip-count model"))
                 if not why:
@@ -742,13 +847,18 @@ def markdown(path):
         for line in f:
             if not line.startswith("#") and line.strip():
                 rows.append(line.rstrip("\n").split("\t"))
+    # Stages no GPU has profiled, compared at the shape of their nearest profiled ancestor.
+    stand_in = {r[0]: r[2] for r in rows if r[1] == "stand-in"}
+    mark = " †"
     print("| Stage | Instruction class | SASS × trip counts | Emulated | Ratio | Band "
           "| Issued, predicated-off included |")
     print("|---|---|---:|---:|---:|---|---:|")
     for row in rows:
         stage, cname, p, e, band, verdict = row[:6]
-        if cname in ("census", "never", "divergent"):
+        if cname in ("census", "never", "divergent", "stand-in"):
             continue
+        if stage in stand_in:
+            stage += mark
         if cname == "model":
             print(f"| {stage} | {verdict} | | | | | |")
             continue
@@ -758,24 +868,36 @@ def markdown(path):
         issued = int(row[6]) if len(row) > 6 and row[6] else int(p)
         more = f"{issued:,}" if issued != int(p) else "same"
         print(f"| {stage} | {cname} | {int(p):,} | {int(e):,} | {ratio} | {band} | {more} |")
+    # The notes under the table, one list item each (separate paragraphs after a table run into
+    # one in the book's HTML).
+    notes = []
+    if stand_in:
+        notes.append(mark.strip() + " Not profiled by any GPU: the run has no Nsight Compute "
+                     "profile of these stages, so each is compared at the runner arguments (the "
+                     "shape) of its nearest profiled ancestor (" + "; ".join(
+                         ", ".join(s for s in stand_in if stand_in[s] == a) + f": the shape of {a}"
+                         for a in dict.fromkeys(stand_in.values()))
+                     + "). No GPU has run their kernels; both columns are counted without one.")
     never = [f"{r[3]} in {r[0]}" for r in rows if r[1] == "never"]
     if never:
-        print()
-        print("Shared loads predicated `@!PT` (no thread runs them: the padding of each `LDGSTS`), "
-              "left out of the SASS × trip counts and counted in the issued column: "
-              + "; ".join(never) + ".")
+        notes.append("Shared loads predicated `@!PT` (no thread runs them: the padding of each "
+                     "`LDGSTS`), left out of the SASS × trip counts and counted in the issued "
+                     "column: " + "; ".join(never) + ".")
     divergent = [f"{r[3]} {r[2].split(' (')[0]} in {r[0]}" for r in rows if r[1] == "divergent"]
     if divergent:
-        print()
-        print("Copies of warp-collective instructions on nvcc's path for a diverged warp "
-              "(`BRA.DIV`; every warp reaches them converged), left out: " + "; ".join(divergent)
-              + ".")
+        notes.append("Copies of warp-collective instructions on nvcc's path for a diverged warp "
+                     "(`BRA.DIV`; every warp reaches them converged), left out: "
+                     + "; ".join(divergent) + ".")
     census_rows = [(r[0], r[5]) for r in rows if r[1] == "census"]
     if census_rows:
+        notes.append("SASS census of the binary (per-kernel counts summed) against the run's "
+                     "`sass_<stage>.txt`: " + "; ".join(
+                         f"{s} {'the same' if v == 'same' else 'different'}"
+                         for s, v in census_rows) + ".")
+    if notes:
         print()
-        print("SASS census of the binary (per-kernel counts summed) against the run's "
-              "`sass_<stage>.txt`: " + "; ".join(
-                  f"{s} {'the same' if v == 'same' else 'different'}" for s, v in census_rows) + ".")
+        for note in notes:
+            print("- " + note)
     return 0
 
 
