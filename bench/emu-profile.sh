@@ -141,6 +141,9 @@ while IFS= read -r line; do
   [[ -n $args ]] || die "$run/ncu_$afile.provenance.txt lacks runner_args"
   [[ " $args " != *" --causal "* ]] ||
     die "ncu_$afile's shape is causal: blocks do unequal work, so --blocks would not scale exactly"
+  # The shape alone (the runner arguments that pick the problem, not those that time it).
+  shape=$(grep -oE -- '--(batch|heads|seq|seq-kv|dim|dtype) [^ ]+' <<<"$args" | sed 's/^--//' |
+    paste -sd ',' | sed 's/,/, /g')
   emulate "$runners/$runner" "$args" "$file" "" \
-    "not_profiled: not profiled by the run: at the shape of ncu_$afile's profile ($ancestor, its nearest profiled ancestor); no causal mask and whole tiles, so every block does the same work"
+    "not_profiled: not profiled by the run: at the shape of ncu_$afile's profile ($shape; $ancestor is its nearest profiled ancestor); no causal mask and whole tiles, so every block does the same work"
 done < <(sed -n '/^  "stages": \[/,/^  \]/p' "$tree" | grep -F '{"name": ')

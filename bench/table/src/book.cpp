@@ -485,7 +485,7 @@ static std::string emu_compare_page(const RunData& run, const std::vector<std::s
                 plain(
                     " (no GPU profile of this stage in this run): the CPU emulator, not a "
                     "measurement" +
-                    (shape.empty() ? std::string() : ", " + shape));
+                    (shape.empty() ? std::string() : "; " + shape));
     return md(t) + '\n';
   }
   // The run's files of a renamed stage carry the name it was measured under (MEASURED_AS).
