@@ -9,6 +9,11 @@
 #   e.g. bench/emu-profile.sh build/cpu/stages/emulated book/data/h100-80gb-hbm3/<run> \
 #            book/data/h100-80gb-hbm3/<run>/emulated     (where fs_table looks for them)
 #
+# Every other stage of the build's stage tree (<build>/stages.json, beside the runner folder) that
+# the run did not profile gets emu_<stage>.csv too, at the runner arguments of its nearest ancestor
+# the run did profile (its "parent" walked up); its provenance says so, and it compares with no
+# profile ("emulated only" in `fs_table emu-compare` and the book).
+#
 # --blocks N (default 4): each launch emulates N of its blocks, evenly spaced in linear block
 # order, and every count is scaled by blocks / N (fsemu/profile.hpp). That is exact when every
 # block does the same work, as at the profiles' shapes (no causal mask, every tile full); the
@@ -45,23 +50,19 @@ out=$3
 mkdir -p "$out"
 
 shopt -s nullglob
-found=0
-for prov in "$run"/ncu_*.provenance.txt; do
-  name=$(basename "$prov" .provenance.txt)
-  stage=${name#ncu_}
-  binary=$(sed -n 's/^stage_binary: //p' "$prov")
-  args=$(sed -n 's/^runner_args: //p' "$prov")
-  [[ -n $binary && -n $args ]] || die "$prov lacks stage_binary or runner_args"
-  runner="$runners/$(basename "$binary")"
-  # A stage renamed after the run (MEASURED_AS on its stages/CMakeLists.txt line) has a new runner:
-  # the build's stage tree (<build>/stages.json, beside <build>/stages/emulated) names it, and it
-  # wins over a runner of the old name left in the build folder.
-  tree="$runners/../../stages.json"
-  if [[ -f $tree ]]; then
-    renamed=$(grep -F "\"measured_as\": \"$stage\"" "$tree" |
-      sed -n 's/.*"runner": "\([^"]*\)".*/\1/p') || true
-    if [[ -n $renamed ]]; then runner="$runners/$renamed"; fi
-  fi
+tree="$runners/../../stages.json"
+git_commit=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --short=12 HEAD 2>/dev/null ||
+  echo unknown)
+
+# One field of a stage's line in stages.json (one stage per line; empty where the line lacks it).
+field() { sed -n "s/.*\"$1\": \"\([^\"]*\)\".*/\1/p" <<<"$2"; }
+# The stage tree's line of a stage, by name.
+tree_line() { grep -F "{\"name\": \"$1\"," "$tree" || true; }
+
+# emulate <runner> <runner args> <file name> <compares_with or ""> <note or "">: writes
+# emu_<file name>.csv and its provenance into $out.
+emulate() {
+  local runner=$1 args=$2 stage=$3 compares=$4 note=$5 words log start end csv
   [[ -x $runner ]] || die "$runner is not an executable (build the emulated runners first)"
   read -r -a words <<<"$args"
   csv="$out/emu_$stage.csv"
@@ -75,8 +76,9 @@ for prov in "$run"/ncu_*.provenance.txt; do
   {
     echo "# emulated counts, written by bench/emu-profile.sh (not a GPU measurement)"
     echo "csv: $(basename "$csv")"
-    echo "compares_with: $name.csv"
-    echo "git_commit: $(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+    if [[ -n $compares ]]; then echo "compares_with: $compares"; fi
+    if [[ -n $note ]]; then echo "$note"; fi
+    echo "git_commit: $git_commit"
     echo "runner: $(basename "$runner") (emulated build)"
     echo "runner_args: $args --profile --profile-blocks $blocks"
     echo "blocks_per_launch: $blocks (evenly spaced; counts scaled by blocks / $blocks)"
@@ -84,6 +86,64 @@ for prov in "$run"/ncu_*.provenance.txt; do
     grep -E '^profile  kernel|blocks emulated' <<<"$log" | sed 's/^ *//; s/^/launch: /'
   } >"$out/emu_$stage.provenance.txt"
   echo "$csv"
+}
+
+found=0
+for prov in "$run"/ncu_*.provenance.txt; do
+  name=$(basename "$prov" .provenance.txt)
+  stage=${name#ncu_}
+  binary=$(sed -n 's/^stage_binary: //p' "$prov")
+  args=$(sed -n 's/^runner_args: //p' "$prov")
+  [[ -n $binary && -n $args ]] || die "$prov lacks stage_binary or runner_args"
+  runner="$runners/$(basename "$binary")"
+  # A stage renamed after the run (MEASURED_AS on its stages/CMakeLists.txt line) has a new runner:
+  # the build's stage tree names it, and it wins over a runner of the old name left in the build
+  # folder.
+  if [[ -f $tree ]]; then
+    renamed=$(grep -F "\"measured_as\": \"$stage\"" "$tree" |
+      sed -n 's/.*"runner": "\([^"]*\)".*/\1/p') || true
+    if [[ -n $renamed ]]; then runner="$runners/$renamed"; fi
+  fi
+  emulate "$runner" "$args" "$stage" "$name.csv" ""
   found=$((found + 1))
 done
 [[ $found -gt 0 ]] || die "$run holds no ncu_*.provenance.txt"
+
+# The stages the run did not profile, at the shape of their nearest profiled ancestor. Every
+# profile's shape has no causal mask and whole tiles (checked below for the mask), so every block
+# of these stages does the same work there too and --blocks scales exactly.
+[[ -f $tree ]] || { echo "emu-profile.sh: no $tree: only the profiled stages emulated" >&2; exit 0; }
+while IFS= read -r line; do
+  stage=$(field name "$line")
+  [[ -n $stage ]] || continue
+  file=$(field measured_as "$line")
+  file=${file:-$stage}
+  [[ -f $run/ncu_$file.provenance.txt ]] && continue
+  runner=$(field runner "$line")
+  [[ -n $runner ]] || die "$tree: stage $stage has no runner"
+  ancestor=$stage
+  aline=$line
+  afile=""
+  while :; do
+    ancestor=$(field parent "$aline")
+    [[ -n $ancestor ]] || break
+    aline=$(tree_line "$ancestor")
+    [[ -n $aline ]] || die "$tree: $stage's ancestor $ancestor is not in the tree"
+    afile=$(field measured_as "$aline")
+    afile=${afile:-$ancestor}
+    [[ -f $run/ncu_$afile.provenance.txt ]] && break
+  done
+  if [[ -z $ancestor ]]; then
+    echo "emu-profile.sh: $stage: no ancestor of it was profiled by the run: not emulated" >&2
+    continue
+  fi
+  args=$(sed -n 's/^runner_args: //p' "$run/ncu_$afile.provenance.txt")
+  [[ -n $args ]] || die "$run/ncu_$afile.provenance.txt lacks runner_args"
+  [[ " $args " != *" --causal "* ]] ||
+    die "ncu_$afile's shape is causal: blocks do unequal work, so --blocks would not scale exactly"
+  # The shape alone (the runner arguments that pick the problem, not those that time it).
+  shape=$(grep -oE -- '--(batch|heads|seq|seq-kv|dim|dtype) [^ ]+' <<<"$args" | sed 's/^--//' |
+    paste -sd ',' | sed 's/,/, /g')
+  emulate "$runners/$runner" "$args" "$file" "" \
+    "not_profiled: not profiled by the run: at the shape of ncu_$afile's profile ($shape; $ancestor is its nearest profiled ancestor); no causal mask and whole tiles, so every block does the same work"
+done < <(sed -n '/^  "stages": \[/,/^  \]/p' "$tree" | grep -F '{"name": ')

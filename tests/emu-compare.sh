@@ -2,7 +2,10 @@
 # tests/emu-compare.sh — CTest emu.profile.compare: the emulator's counts at the shapes of the
 # committed profiles (book/data/CURRENT's run) must stay within the bands of bench/emu-bands.txt,
 # and the emulated counts committed beside the profiles (emulated/emu_<stage>.csv: the book's page
-# "What the emulator counts, and how close it is" shows) must be what the emulator counts now.
+# "What the emulator counts, and how close it is" shows) must be what the emulator counts now:
+# those of the profiled stages and those of the stages the run did not profile (emulated at their
+# nearest profiled ancestor's shape; no profile to compare them with, so no band applies). Every
+# emu_*.csv committed must be one the script writes now (none left over from a removed stage).
 #
 #   tests/emu-compare.sh <fs_table> <emulated-runner-dir>
 #
@@ -21,7 +24,8 @@ trap 'rm -rf "$work"' EXIT
 
 start=$(date +%s)
 "$root/bench/emu-profile.sh" "$runners" "$run" "$work" >/dev/null
-echo "emulated every profile's shape in $(($(date +%s) - start)) s"
+echo "emulated every stage at its (or its nearest profiled ancestor's) profile's shape in" \
+  "$(($(date +%s) - start)) s"
 
 status=0
 "$fs_table" emu-compare "$run" --emu-dir "$work" || status=1
@@ -33,6 +37,12 @@ for fresh in "$work"/emu_*.csv; do
   elif ! cmp -s "$fresh" "$committed"; then
     echo "emu-compare.sh: $committed differs from what the emulator counts now:" >&2
     diff "$committed" "$fresh" | head -n 20 >&2 || true
+    status=1
+  fi
+done
+for committed in "$run"/emulated/emu_*.csv; do
+  if [[ ! -f $work/$(basename "$committed") ]]; then
+    echo "emu-compare.sh: $committed is committed, but bench/emu-profile.sh no longer writes it" >&2
     status=1
   fi
 done

@@ -115,7 +115,11 @@ int emu_compare_command(const std::string& run_dir, const std::string& emu_dir,
   const EmuComparison c = emu_comparison(
       run.dir, emu_dir.empty() ? run.dir / kEmulatedDir : std::filesystem::path(emu_dir),
       run.file_names(stages.names()), load_emu_bands(bands_file));
-  emit(render(c.table, format == "markdown" ? Format::markdown : Format::console), out_file);
+  const Format f = format == "markdown" ? Format::markdown : Format::console;
+  std::string text = render(c.table, f);
+  if (const Text only = emulated_only_text(c); !only.empty())
+    text += (f == Format::markdown ? "\n" : "") + render(only, f) + "\n";
+  emit(text, out_file);
   for (const std::string& f : c.failures)
     std::cerr << "fs_table emu-compare: " << f << '\n';
   if (c.table.rows.empty()) {

@@ -96,3 +96,43 @@ TEST_CASE("an emulated count is evidence for a counting prediction, marked as su
   CHECK_FALSE(none.value);
   CHECK_THAT(none.reason, ContainsSubstring("ncu_06_registers.csv"));
 }
+
+TEST_CASE("a stage with emulated counts and no profile is listed as emulated only, with its shape",
+          "[emulated]") {
+  const auto b = bands("* * l1tex__data_pipe_lsu_wavefronts_mem_shared.sum 0.95 1.05  # within\n");
+  const EmuComparison c =
+      emu_comparison(kRun, kRun / kEmulatedDir, {"03_online_softmax", "07_hopper"}, b);
+  // No row of 07's: nothing measured to compare with, so no ratio and no band.
+  for (std::size_t r = 0; r < c.table.rows.size(); ++r)
+    CHECK(cells(c.table, r)[0] == "03_online_softmax");
+  REQUIRE(c.emulated_only.size() == 1);
+  CHECK(c.emulated_only[0].first == "07_hopper");
+  CHECK_THAT(c.emulated_only[0].second,
+             ContainsSubstring("at the shape of ncu_03_online_softmax's profile"));
+  const std::string text = render(emulated_only_text(c), Format::console);
+  CHECK_THAT(text, ContainsSubstring("Emulated only"));
+  CHECK_THAT(text, ContainsSubstring("07_hopper (not profiled by the run: at the shape of"));
+  // A stage with neither file is not listed; with a profile it is compared, not listed.
+  CHECK(emulated_only_text(emu_comparison(kRun, kRun / kEmulatedDir, {"03_online_softmax"}, b))
+            .empty());
+}
+
+TEST_CASE("ncu_ratio with one side only emulated compares emulated with emulated",
+          "[emulated][verdict]") {
+  const RunData run = load_run(kRun, build_stages());
+  // 07 has only its emulation (500 wavefronts); 03 has a profile (1000) and an emulation (1020):
+  // the ratio takes 03's emulated count, not its measurement, and says the ratio is emulated.
+  const Measured r =
+      measure(run, "07_hopper",
+              "ncu_ratio:03_online_softmax:l1tex__data_pipe_lsu_wavefronts_mem_shared.sum");
+  REQUIRE(r.value);
+  CHECK(*r.value == Approx(500.0 / 1020.0));
+  CHECK(r.emulated);
+  // Both measured: the measurements (03 against itself: 1).
+  const Measured m =
+      measure(run, "03_online_softmax",
+              "ncu_ratio:03_online_softmax:l1tex__data_pipe_lsu_wavefronts_mem_shared.sum");
+  REQUIRE(m.value);
+  CHECK(*m.value == Approx(1.0));
+  CHECK_FALSE(m.emulated);
+}

@@ -480,10 +480,12 @@ static std::string emu_compare_page(const RunData& run, const std::vector<std::s
       stages.size() == 1 && fs::exists(emu) &&
       !fs::exists(run.dir / ("ncu_" + run.file_name(stages.front()) + ".csv"))) {
     Table t = ncu_table(load_ncu_csv(emu), metrics);
+    const std::string shape = emu_not_profiled(emu.parent_path(), run.file_name(stages.front()));
     t.caption = plain("Emulated counts of ") + code(stages.front()) +
                 plain(
                     " (no GPU profile of this stage in this run): the CPU emulator, not a "
-                    "measurement");
+                    "measurement" +
+                    (shape.empty() ? std::string() : "; " + shape));
     return md(t) + '\n';
   }
   // The run's files of a renamed stage carry the name it was measured under (MEASURED_AS).
@@ -494,6 +496,7 @@ static std::string emu_compare_page(const RunData& run, const std::vector<std::s
               code("bench/emu-profile.sh") + plain(" writes them.")) +
            "\n";
   std::string out = md(run_caption(run)) + "\n\n" + md(c.table) + '\n';
+  if (const Text only = emulated_only_text(c); !only.empty()) out += '\n' + md(only) + '\n';
   for (const std::string& f : c.failures)
     out += md(plain("Not within its band: " + f)) + "\n";
   return out;

@@ -3,6 +3,7 @@
 // comparison table, and the bands each ratio must stay within (fs_table/table.hpp).
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <sstream>
 #include <string_view>
 
@@ -109,6 +110,28 @@ const EmuBand* find_emu_band(const std::vector<EmuBand>& bands, const std::strin
   return best;
 }
 
+std::string emu_not_profiled(const fs::path& emu_dir, const std::string& stage) {
+  std::ifstream in(emu_dir / ("emu_" + stage + ".provenance.txt"));
+  const std::string key = "not_profiled: ";
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(key, 0) == 0) return line.substr(key.size());
+  }
+  return "";
+}
+
+Text emulated_only_text(const EmuComparison& c) {
+  if (c.emulated_only.empty()) return {};
+  Text t = plain(
+      "Emulated only, with no Nsight Compute profile to compare with (the run did not profile "
+      "these stages), so no ratio and no band: ");
+  for (std::size_t i = 0; i < c.emulated_only.size(); ++i) {
+    const auto& [stage, note] = c.emulated_only[i];
+    t = t + plain(i == 0 ? "" : "; ") + code(stage);
+    if (!note.empty()) t = t + plain(" (" + note + ")");
+  }
+  return t + plain(".");
+}
+
 EmuComparison emu_comparison(const fs::path& run_dir, const fs::path& emu_dir,
                              const std::vector<std::string>& stages,
                              const std::vector<EmuBand>& bands) {
@@ -123,7 +146,10 @@ EmuComparison emu_comparison(const fs::path& run_dir, const fs::path& emu_dir,
   for (const std::string& stage : stages) {
     const fs::path ncu = run_dir / ("ncu_" + stage + ".csv");
     const fs::path emu = emu_dir / ("emu_" + stage + ".csv");
-    if (!fs::exists(ncu)) continue;
+    if (!fs::exists(ncu)) {
+      if (fs::exists(emu)) c.emulated_only.emplace_back(stage, emu_not_profiled(emu_dir, stage));
+      continue;
+    }
     if (!fs::exists(emu)) {
       c.failures.push_back(stage + ": no " + emu.string() + " (bench/emu-profile.sh writes it)");
       continue;

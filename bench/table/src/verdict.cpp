@@ -135,10 +135,18 @@ Measured measure(const RunData& run, const std::string& stage, const std::string
   if (spec.kind == "ncu") return ncu_value(run, stage, spec.args[0]);
   if (spec.kind == "emu") return emu_value(run, stage, spec.args[0]);
   if (spec.kind == "ncu_ratio") {
-    const Measured a = ncu_value(run, stage, spec.args[1]);
-    const Measured b = ncu_value(run, spec.args[0], spec.args[1]);
+    Measured a = ncu_value(run, stage, spec.args[1]);
+    Measured b = ncu_value(run, spec.args[0], spec.args[1]);
     if (!a.value) return a;
     if (!b.value) return b;
+    // Like against like: where one side has only an emulated count, the other side's emulated
+    // count (where there is one) rather than its measurement, so that the ratio holds no
+    // difference between the emulator and Nsight Compute.
+    if (a.emulated != b.emulated) {
+      Measured& measured = a.emulated ? b : a;
+      const std::string& other = a.emulated ? spec.args[0] : stage;
+      if (Measured e = emu_value(run, other, spec.args[1]); e.value) measured = e;
+    }
     if (*b.value == 0) return missing(spec.args[0] + "'s " + spec.args[1] + " is 0");
     return {*a.value / *b.value, "x", "", a.emulated || b.emulated};
   }

@@ -538,11 +538,20 @@ const EmuBand* find_emu_band(const std::vector<EmuBand>& bands, const std::strin
 struct EmuComparison {
   Table table;
   std::vector<std::string> failures;  ///< a ratio outside its band, a missing band or file
+  /// Stages with emulated counts and no profile in the run (bench/emu-profile.sh emulates them at
+  /// a profiled ancestor's shape): nothing to compare, so no row; each with its provenance's
+  /// not_profiled line ("" where it has none).
+  std::vector<std::pair<std::string, std::string>> emulated_only;
 };
 EmuComparison emu_comparison(const std::filesystem::path& run_dir,
                              const std::filesystem::path& emu_dir,
                              const std::vector<std::string>& stages,
                              const std::vector<EmuBand>& bands);
+/// The not_profiled line of emu_<stage>.provenance.txt in emu_dir (where bench/emu-profile.sh says
+/// at which profiled ancestor's shape it emulated a stage the run did not profile); "" if none.
+std::string emu_not_profiled(const std::filesystem::path& emu_dir, const std::string& stage);
+/// The sentence listing a comparison's emulated-only stages; empty when there are none.
+Text emulated_only_text(const EmuComparison& c);
 
 // ---- steps --------------------------------------------------------------------------------------
 // How big each step is: the code lines of a stage's kernels.cu + kernels.cuh against its parent's,
