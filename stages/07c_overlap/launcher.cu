@@ -23,29 +23,13 @@ class HopperStage final : public FusedStage<HopperStage, hopper::Kernel> {
   // wgmma and setmaxnreg exist only in the sm_90a target; TMA and mbarrier expect_tx need sm_90.
   int min_compute_capability() const override { return 90; }
   std::string gpu_requirement() const override { return "sm_90a (H100/H200)"; }
+  // "At least 9.0" is not enough: sm_90a machine code (wgmma, setmaxnreg) runs on compute
+  // capability 9.0 alone, and FusedStage refuses every other device (supports(), setup()).
+  static constexpr int kOnlyComputeCapability = 90;
   // P is repacked from wgmma's D fragment into mma.sync's A layout: `--emulate --layout` prints
   // both.
   std::vector<FragmentLayout> fragment_layouts() const override {
     return {FragmentLayout::mma_m16n8k16, FragmentLayout::wgmma_m64nNk16};
-  }
-
-  Support supports(const Problem& p, const DeviceInfo& dev) const override {
-    // "At least 9.0" is not enough: sm_90a machine code (the "a" = arch-specific features wgmma,
-    // setmaxnreg) runs on compute capability 9.0 only, and its compute_90a PTX cannot be
-    // JIT-compiled for any other GPU either.
-    if (dev.compute_capability() != 90) {
-      return Support::no("needs " + gpu_requirement() +
-                         ": its wgmma and setmaxnreg do not run on later architectures (sm_100+ "
-                         "has tcgen05 instead); " +
-                         dev.name + " is sm_" + std::to_string(dev.compute_capability()));
-    }
-    return FusedStage::supports(p, dev);
-  }
-
-  // supports() refuses every device that is not sm_90: nothing to set up there.
-  void setup(const DeviceInfo& dev) override {
-    if (dev.compute_capability() != 90) return;
-    FusedStage::setup(dev);
   }
 
   using HeadDims = hopper::SupportedHeadDims;

@@ -1,6 +1,6 @@
-// tests/cpu/stage_launchers.cu — the launchers of stages 01, 02 and 07a inside test_cpu, so that
-// the refusals their launch() and supports() make before any CUDA call are tested without a GPU
-// (test_stage_launch.cpp).
+// tests/cpu/stage_launchers.cu — the launchers of stages 01, 02, 07a, 07b and 07c inside test_cpu,
+// so that the refusals their launch() and supports() make before any CUDA call are tested without a
+// GPU (test_stage_launch.cpp).
 //
 // Each launcher defines flashsteps::make_stage(), the one function a stage binary gets from its
 // stage library; renaming it per include lets one binary hold both stages. Their kernels come from
@@ -16,4 +16,12 @@
 
 #define make_stage make_stage_07a_wgmma
 #include "07a_wgmma/launcher.cu"
+#undef make_stage
+
+#define make_stage make_stage_07b_tma_roles
+#include "07b_tma_roles/launcher.cu"
+#undef make_stage
+
+#define make_stage make_stage_07c_overlap
+#include "07c_overlap/launcher.cu"
 #undef make_stage

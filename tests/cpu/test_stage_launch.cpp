@@ -12,6 +12,8 @@ namespace flashsteps {
 std::unique_ptr<Stage> make_stage_01_tiled();
 std::unique_ptr<Stage> make_stage_02_wmma();
 std::unique_ptr<Stage> make_stage_07a_wgmma();
+std::unique_ptr<Stage> make_stage_07b_tma_roles();
+std::unique_ptr<Stage> make_stage_07c_overlap();
 }  // namespace flashsteps
 
 using namespace flashsteps;
@@ -49,8 +51,11 @@ TEST_CASE("stage 02 refuses Q or O off a 16-byte boundary before launch") {
 
 // An sm_90a build runs on compute capability 9.0 only (FusedStage's kOnlyComputeCapability): a
 // later GPU passes "at least 9.0" but must be refused, by name, while an H100 is accepted.
-TEST_CASE("stage 07a refuses every GPU but compute capability 9.0") {
-  const std::unique_ptr<Stage> stage = make_stage_07a_wgmma();
+TEST_CASE("the sm_90a stages (07a, 07b, 07c) refuse every GPU but compute capability 9.0") {
+  const auto make =
+      GENERATE(&make_stage_07a_wgmma, &make_stage_07b_tma_roles, &make_stage_07c_overlap);
+  const std::unique_ptr<Stage> stage = make();
+  INFO(stage->name());
   DeviceInfo dev;
   dev.name = "Test GPU";
   dev.smem_optin_per_block = 232448;  // sm_90's 227 KiB
