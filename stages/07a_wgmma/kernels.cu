@@ -25,12 +25,9 @@
 // (FA3's design, measured as 07_hopper) 414 and 628):
 //  * SASS: HGMMA.64x128x16 (S; and P V at D = 128) and HGMMA.64x64x16 (P V at D = 64) replace
 //    HMMA.16816; LDSM disappears; LDGSTS stays (no UTMALDG, no SYNCS: no TMA, no mbarrier).
-//  * Shared memory: the ldmatrix reads (4 warps x K_j and V_j per tile) go; the tensor cores read
-//    K_j and V_j once for the 64 rows, and Q_i at every tile; the cp.async writes stay. Per 64 rows
-//    and 128 keys 1,152 D bytes against 06c's 2,560 D. The H100's
-//    `l1tex__data_pipe_lsu_wavefronts_mem_shared.sum` counts wgmma's operand reads too (one per
-//    128 bytes: stage 07's committed profile matches only with them, emu/README.md), so per FLOP
-//    it falls by about half against 06c: -45% to -60%.
+//  * Shared memory through the LSU: the ldmatrix reads (4 warps x K_j and V_j per tile, 4x the
+//    ring's bytes) leave the LSU — wgmma reads its operands itself — and the cp.async writes stay:
+//    `l1tex__data_pipe_lsu_wavefronts_mem_shared.sum` per FLOP -75% to -85% against 06c.
 //  * Throughput. Model per tile and block: 4 * 64 * 128 * D FLOP on the tensor cores at the rate
 //    stage 07 reached at D = 128 (~2,700 FLOP/cycle/SM, where its tensor pipe is the bound), then
 //    the softmax of 64 x 128 scores (~800 cycles for one warpgroup), then ~200 cycles of waits and
@@ -42,6 +39,12 @@
 //  * Registers: S 64 + P 32 + O D/2 per thread -> ptxas uses 170-240 of the 255 that
 //    __launch_bounds__(128, 1) allows, 0 spills.
 //! [prediction]
+//
+// Revised after the CPU emulator counted this stage (no GPU has run it; predictions.csv judges the
+// first range above): the H100's shared-wavefront count also includes wgmma's operand reads, one
+// per 128 bytes (stage 07's committed profile matches only with them, emu/README.md). Per 64 rows
+// and 128 keys that is 1,152 D bytes against 06c's 2,560 D: -45% to -60% per FLOP, not -75% to
+// -85%. The emulator counts 0.46x at the profiled shape.
 //
 // Limits: compute capability 9.0 exactly (sm_90a: wgmma); D = 64 and 128; fp16 and bf16; causal
 // or not; any Sq, Skv >= 1; Q, K, V, O 16-byte aligned; B*H*Tr < 2^31 blocks. Not yet: the waits
