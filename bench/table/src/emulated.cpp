@@ -65,22 +65,18 @@ const std::vector<std::string>& emu_compared_metrics() {
 
 std::vector<EmuBand> parse_emu_bands(std::istream& in, const std::string& source) {
   std::vector<EmuBand> out;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    const std::string t = trim(line);
-    if (t.empty() || t[0] == '#') continue;
-    const auto hash = t.find('#');
-    std::istringstream words(t.substr(0, hash));
+  for (const CommentedLine& line : read_commented_lines(in)) {
+    std::istringstream words(line.words);
     EmuBand b;
     std::string lo, hi, extra;
     words >> b.stage >> b.kernel >> b.metric >> lo >> hi >> extra;
     const auto l = parse_number(lo), h = parse_number(hi);
-    b.reason = hash == std::string::npos ? "" : trim(t.substr(hash + 1));
+    b.reason = line.comment;
     if (!l || !h || !extra.empty() || b.reason.empty() || *l > *h) {
-      throw InputError(source + ":" + std::to_string(n) +
+      throw InputError(source + ":" + std::to_string(line.number) +
                        ": expected `<stage|*> <kernel|*> <metric> <low> <high>  # <reason>` "
                        "with low <= high, found: " +
-                       t);
+                       line.text);
     }
     b.low = *l;
     b.high = *h;

@@ -24,20 +24,16 @@ KernelLaunch& launch_with_id(NcuProfile& p, const std::string& id, const std::st
 
 std::vector<MetricSpec> parse_metric_set(std::istream& in, const std::string& source) {
   std::vector<MetricSpec> out;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    const std::string t = trim(line);
-    if (t.empty() || t[0] == '#') continue;
-    const auto hash = t.find('#');
-    std::istringstream words(t.substr(0, hash));
+  for (const CommentedLine& line : read_commented_lines(in)) {
+    std::istringstream words(line.words);
     MetricSpec m;
     std::string word, extra;
     words >> m.name >> word >> extra;
     m.optional = word == "optional";
-    m.label = hash == std::string::npos ? "" : trim(t.substr(hash + 1));
+    m.label = line.comment;
     if (m.label.empty() || (!word.empty() && !m.optional) || !extra.empty()) {
-      throw InputError(source + ":" + std::to_string(n) +
-                       ": expected `<metric> [optional]  # <label>`, found: " + t);
+      throw InputError(source + ":" + std::to_string(line.number) +
+                       ": expected `<metric> [optional]  # <label>`, found: " + line.text);
     }
     out.push_back(std::move(m));
   }

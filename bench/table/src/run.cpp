@@ -15,6 +15,20 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1));
 }
 
+std::vector<CommentedLine> read_commented_lines(std::istream& in) {
+  std::vector<CommentedLine> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    std::string t = trim(line);
+    if (t.empty() || t[0] == '#') continue;
+    const auto hash = t.find('#');
+    std::string comment = hash == std::string::npos ? "" : trim(t.substr(hash + 1));
+    std::string words = t.substr(0, hash);
+    out.push_back({n, std::move(t), std::move(words), std::move(comment)});
+  }
+  return out;
+}
+
 std::string read_text(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw InputError("cannot read " + file.string());

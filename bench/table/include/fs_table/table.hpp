@@ -116,6 +116,16 @@ struct InputError : std::runtime_error {
 std::string trim(std::string_view s);
 /// A file's contents; throws InputError when it cannot be read.
 std::string read_text(const std::filesystem::path& file);
+/// One line of a "<words>  # <comment>" list (the metric set, the emulator's bands): its number
+/// (from 1), its trimmed text, the words before '#' and the trimmed comment after it.
+struct CommentedLine {
+  int number = 0;
+  std::string text;
+  std::string words;
+  std::string comment;
+};
+/// Every line of such a list but the blank ones and those that are only a comment.
+std::vector<CommentedLine> read_commented_lines(std::istream& in);
 
 /// The stage tree the build declares (flashsteps_add_stage() in stages/CMakeLists.txt), as it
 /// writes it to <build>/stages.json:
