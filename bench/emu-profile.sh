@@ -54,10 +54,8 @@ tree="$runners/../../stages.json"
 git_commit=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --short=12 HEAD 2>/dev/null ||
   echo unknown)
 
-# One field of a stage's line in stages.json (one stage per line; empty where the line lacks it).
-field() { sed -n "s/.*\"$1\": \"\([^\"]*\)\".*/\1/p" <<<"$2"; }
-# The stage tree's line of a stage, by name.
-tree_line() { grep -F "{\"name\": \"$1\"," "$tree" || true; }
+# The stage tree's fields and ancestor walk, read through the one reader of stages.json.
+tree_py=$(dirname "${BASH_SOURCE[0]}")/stage_tree.py
 
 # emulate <runner> <runner args> <file name> <compares_with or ""> <note or "">: writes
 # emu_<file name>.csv and its provenance into $out.
@@ -100,8 +98,7 @@ for prov in "$run"/ncu_*.provenance.txt; do
   # the build's stage tree names it, and it wins over a runner of the old name left in the build
   # folder.
   if [[ -f $tree ]]; then
-    renamed=$(grep -F "\"measured_as\": \"$stage\"" "$tree" |
-      sed -n 's/.*"runner": "\([^"]*\)".*/\1/p') || true
+    renamed=$(python3 "$tree_py" "$tree" field runner "$stage" 2>/dev/null | cut -f2) || true
     if [[ -n $renamed ]]; then runner="$runners/$renamed"; fi
   fi
   emulate "$runner" "$args" "$stage" "$name.csv" ""
@@ -113,26 +110,18 @@ done
 # profile's shape has no causal mask and whole tiles (checked below for the mask), so every block
 # of these stages does the same work there too and --blocks scales exactly.
 [[ -f $tree ]] || { echo "emu-profile.sh: no $tree: only the profiled stages emulated" >&2; exit 0; }
-while IFS= read -r line; do
-  stage=$(field name "$line")
-  [[ -n $stage ]] || continue
-  file=$(field measured_as "$line")
+while IFS=$'\t' read -r stage kind runner file; do
+  [[ $kind == stage ]] || continue
   file=${file:-$stage}
   [[ -f $run/ncu_$file.provenance.txt ]] && continue
-  runner=$(field runner "$line")
   [[ -n $runner ]] || die "$tree: stage $stage has no runner"
-  ancestor=$stage
-  aline=$line
-  afile=""
-  while :; do
-    ancestor=$(field parent "$aline")
-    [[ -n $ancestor ]] || break
-    aline=$(tree_line "$ancestor")
-    [[ -n $aline ]] || die "$tree: $stage's ancestor $ancestor is not in the tree"
-    afile=$(field measured_as "$aline")
-    afile=${afile:-$ancestor}
-    [[ -f $run/ncu_$afile.provenance.txt ]] && break
-  done
+  ancestor="" afile=""
+  while IFS=$'\t' read -r a a_measured; do
+    if [[ -f $run/ncu_${a_measured:-$a}.provenance.txt ]]; then
+      ancestor=$a afile=${a_measured:-$a}
+      break
+    fi
+  done < <(python3 "$tree_py" "$tree" ancestors "$stage" measured_as)
   if [[ -z $ancestor ]]; then
     echo "emu-profile.sh: $stage: no ancestor of it was profiled by the run: not emulated" >&2
     continue
@@ -146,4 +135,4 @@ while IFS= read -r line; do
     paste -sd ',' | sed 's/,/, /g')
   emulate "$runners/$runner" "$args" "$file" "" \
     "not_profiled: not profiled by the run: at the shape of ncu_$afile's profile ($shape; $ancestor is its nearest profiled ancestor); no causal mask and whole tiles, so every block does the same work"
-done < <(sed -n '/^  "stages": \[/,/^  \]/p' "$tree" | grep -F '{"name": ')
+done < <(python3 "$tree_py" "$tree" field kind,runner,measured_as)

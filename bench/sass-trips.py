@@ -43,6 +43,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stage_tree  # noqa: E402  (bench/stage_tree.py: the stage tree of stages.json)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # The instruction classes compared: (name, SASS opcode regex, the emulator's --profile line).
@@ -685,31 +688,22 @@ def template_name(demangled):
     return demangled[:cut + 1] if cut >= 0 else demangled
 
 
-def runner_name(stage):
-    m = re.match(r"^([0-9][0-9][a-z]?)_", stage)
-    return "stage" + m.group(1) if m else stage
-
-
 def profiled_ancestor(tree, name, run):
     """The name its profile files carry (MEASURED_AS, else the stage's) of the nearest stage above
-    `name` (following "parent" in stages.json) that the run profiled, or None. A stage no GPU has
-    run is emulated at that ancestor's runner arguments: the rule bench/emu-profile.sh uses for
-    the emulated counts of such a stage; keep the two the same."""
-    by_name = {st["name"]: st for st in tree["stages"]}
-    parent = by_name[name].get("parent")
-    while parent is not None:
-        st = by_name[parent]
+    `name` (stage_tree.ancestors) that the run profiled, or None. A stage no GPU has run is
+    emulated at that ancestor's runner arguments: the rule bench/emu-profile.sh uses for the
+    emulated counts of such a stage; keep the two the same."""
+    def profiled(st):
         measured = st.get("measured_as", st["name"])
-        if os.path.exists(os.path.join(run, f"ncu_{measured}.provenance.txt")):
-            return measured
-        parent = st.get("parent")
-    return None
+        return os.path.exists(os.path.join(run, f"ncu_{measured}.provenance.txt"))
+    st = stage_tree.nearest_ancestor(tree, name, profiled)
+    return None if st is None else st.get("measured_as", st["name"])
 
 
 def check(a):
     build = os.path.abspath(a.build)
-    with open(os.path.join(build, "stages.json"), encoding="utf-8") as f:
-        tree = json.load(f)
+    tree = stage_tree.load(os.path.join(build, "stages.json"))
+    runners = {e["name"]: e["runner"] for e in stage_tree.entries(tree)}
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     nvdisasm = find_tool("nvdisasm")
     if not os.path.exists(nvcc) or not nvdisasm:
@@ -794,7 +788,7 @@ def check(a):
             for m in msgs:
                 print(f"{name}: {m}")
                 status = 1
-            emu = emulated_counts(os.path.join(build, "stages", "emulated", runner_name(name)),
+            emu = emulated_counts(os.path.join(build, "stages", "emulated", runners[name]),
                                   args)
             emu = [c for k, c in emu if template_name(k).endswith(model["kernel"])]
             if len(emu) != 1:

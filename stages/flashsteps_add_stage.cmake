@@ -108,6 +108,14 @@ function(flashsteps_add_stage name)
   endif()
   _flashsteps_declare_stage(${name} "${ARG_PARENT}" "${ARG_BASELINE}" "${ARG_DIR}"
                             "${ARG_MEASURED_AS}" "${ARG_LARGE_STEP}")
+  # The architectures a stage is limited to (empty: every architecture of the build) and whether
+  # its kernels spin-wait: recorded in the tree, so that scripts (tests/kernel-identity.sh,
+  # bench/run.py) read them from stages.json instead of guessing from the name.
+  if(NOT "${ARG_ARCHS}" MATCHES "^[0-9a-z;]*$")
+    message(FATAL_ERROR "flashsteps_add_stage(${name}): ARCHS are CUDA architectures (90a, 80)")
+  endif()
+  set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_ARCHS_${name} "${ARG_ARCHS}")
+  set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_WATCHDOG_${name} "${ARG_WATCHDOG}")
   if(CMAKE_SCRIPT_MODE_FILE)
     return()
   endif()
@@ -211,7 +219,8 @@ endfunction()
 #   {"stages": [{"name": "04_cp_async", "parent": "03_online_softmax",
 #                "dir": "stages/04_cp_async", "runner": "stage04"}, ...,
 #               {"name": "06c_swizzle", ..., "measured_as": "06_registers",
-#                "large_step": "..."}, ...],
+#                "large_step": "..."}, ...,
+#               {"name": "07c_overlap", ..., "archs": ["90a"], "watchdog": true}],
 #    "baselines": [{"name": "baseline_cublas", "dir": "bench/baselines/cublas",
 #                   "runner": "baseline_cublas"}]}
 function(flashsteps_write_stage_list file)
@@ -235,6 +244,15 @@ function(flashsteps_write_stage_list file)
     get_property(large_step GLOBAL PROPERTY FLASHSTEPS_STAGE_LARGE_STEP_${name})
     if(NOT large_step STREQUAL "")
       string(APPEND extra ", \"large_step\": \"${large_step}\"")
+    endif()
+    get_property(archs GLOBAL PROPERTY FLASHSTEPS_STAGE_ARCHS_${name})
+    if(NOT archs STREQUAL "")
+      string(REPLACE ";" "\", \"" archs "${archs}")
+      string(APPEND extra ", \"archs\": [\"${archs}\"]")
+    endif()
+    get_property(watchdog GLOBAL PROPERTY FLASHSTEPS_STAGE_WATCHDOG_${name})
+    if(watchdog)
+      string(APPEND extra ", \"watchdog\": true")
     endif()
     get_property(runner GLOBAL PROPERTY FLASHSTEPS_STAGE_RUNNER_${name})
     string(APPEND json "${sep}\n    {\"name\": \"${name}\", \"parent\": ${parent}, "

@@ -182,10 +182,11 @@ chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 ALL="$all" http_proxy="$h
       ((${#targets[@]})) || { echo "debian13-check: no target found for the cpu tests" >&2; exit 1; }
       # Two tests need binaries no test command names: emu.profile.compare runs every emulated
       # runner through tests/emu-compare.sh, and readme.status reads the PTX hashes of every
-      # stage (targets ptx_<stage>, ptx_measured).
+      # stage (targets ptx_<stage>, ptx_measured). Runners are named by the stage tree.
       mapfile -t -O "${#targets[@]}" targets < <(
-        cmake --build "$build" --target help | sed -n "s/: phony\$//p" |
-          grep -E "^(stage[0-9]+[a-z]?_emulated|ptx_[A-Za-z0-9_]+)\$"
+        python3 bench/stage_tree.py "$build/stages.json" field kind,runner |
+          awk -F"\t" "\$2 == \"stage\" { print \$3 \"_emulated\"; print \"ptx_\" \$1 }"
+        cmake --build "$build" --target help | sed -n "s/: phony\$//p" | grep -xE "ptx_(measured|baseline_[a-z0-9_]+)"
       )
       targets+=(test_00_scalar)
     fi

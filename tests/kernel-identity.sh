@@ -31,12 +31,17 @@ ptx() {
 }
 
 mapfile -t sources < <(cd "$root" && ls stages/*/kernels.cu common/src/*.cu bench/baselines/*/*.cu 2>/dev/null)
+# The architectures each stage is declared for (ARCHS in stages/CMakeLists.txt), read from the
+# working tree's stage tree; a source no stage limits builds for both.
+cmake -DOUT="$work/tree.json" -DROOT="$root" -P "$root/stages/stage-tree.cmake"
+declare -A limited
+while IFS=$'\t' read -r _ dir archs; do
+  [[ -n $archs ]] && limited[$dir/kernels.cu]=$archs
+done < <(python3 "$root/bench/stage_tree.py" "$work/tree.json" field dir,archs)
 differ=0
 for src in "${sources[@]}"; do
   for arch in sm_80 sm_90a; do
-    # The 07 stages (07_hopper before the split, 07b_tma_roles, 07c_overlap, ...) are Hopper-only;
-    # everything else builds for both.
-    if [[ "$src" == stages/07* && "$arch" != sm_90a ]]; then continue; fi
+    if [[ -n ${limited[$src]:-} && " ${limited[$src]} " != *" ${arch#sm_} "* ]]; then continue; fi
     # A source renamed since BASE (git mv stages/06_registers stages/06c_swizzle) is compared
     # with its old path, which git's rename detection names.
     old=$src
