@@ -7,6 +7,7 @@
 //   fs_table steps [--check] [--stage-list FILE]
 //   fs_table status RUN_DIR [--readme FILE [--check]] [--stage-list FILE] [--ptx DIR]
 //   fs_table emu-compare RUN_DIR [--emu-dir DIR] [--bands FILE] [--format F] [-o FILE]
+//   fs_table identity RUN_DIR... --ptx DIR [--stage-list FILE]
 //
 // RUN_DIR is a run folder, or book/data itself: then its CURRENT file names the run. The tables
 // show the fp16 shapes; the metric set, gnuplot scripts and predictions are this source tree's.
@@ -144,6 +145,37 @@ int steps_command(const StageList& stages, bool check) {
   return check && problems ? kExitInput : 0;
 }
 
+// Per run and stage, whether this build's kernels are PTX-identical to the ones the run measured
+// and which of its evidence could be carried forward on that ground (bench/bundle.sh writes the
+// bundle's carried.tsv from it; timings are never carried). One tab-separated line each:
+//   <stage> <identical|changed|unknown|not_measured> <run label> <file name in the run>
+//   <sanitizers: yes|no> <profile: yes|no>
+int identity_command(const std::vector<std::string>& run_dirs, const StageList& stages,
+                     const std::string& ptx_dir) {
+  std::vector<std::string> names = stages.names();
+  names.insert(names.end(), stages.baselines.begin(), stages.baselines.end());
+  for (const std::string& dir : run_dirs) {
+    RunData run = load_run(dir, stages);
+    if (run.empty()) throw InputError("no run in " + dir + ": " + run.missing_reason);
+    run.ptx_dir = ptx_dir;
+    for (const std::string& stage : names) {
+      const KernelIdentity id = kernel_identity(run, stage);
+      const char* state = id.state == KernelIdentity::State::identical      ? "identical"
+                          : id.state == KernelIdentity::State::changed      ? "changed"
+                          : id.state == KernelIdentity::State::not_measured ? "not_measured"
+                                                                            : "unknown";
+      const std::string file = run.file_name(stage);
+      const auto has = [&](const std::string& f) {
+        return std::filesystem::exists(run.dir / f) ? "yes" : "no";
+      };
+      std::cout << stage << '\t' << state << '\t' << run.label << '\t' << file << '\t'
+                << has("sanitizers_" + file + ".log") << '\t' << has("ncu_" + file + ".csv")
+                << '\n';
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -219,6 +251,15 @@ int main(int argc, char** argv) {
   emu->add_option("-o,--output", out_file, "write to FILE instead of standard output");
   emu->add_option("--stage-list", stage_list_file, stage_list_help);
 
+  std::vector<std::string> run_dirs;
+  auto* identity = app.add_subcommand(
+      "identity",
+      "per run and stage: are this build's kernels PTX-identical to the run's, and does the run "
+      "hold their sanitizer log and profile (tab-separated; bench/bundle.sh's carried.tsv)");
+  identity->add_option("RUN_DIR", run_dirs, "run folders, or book/data (its CURRENT)")->required();
+  identity->add_option("--ptx", ptx_dir, ptx_help)->required();
+  identity->add_option("--stage-list", stage_list_file, stage_list_help);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -232,6 +273,7 @@ int main(int argc, char** argv) {
     if (*status) return status_command(run_dir, readme_file, check, stages, ptx_dir);
     if (*steps) return steps_command(stages, steps_check);
     if (*emu) return emu_compare_command(run_dir, emu_dir, bands_file, format, out_file, stages);
+    if (*identity) return identity_command(run_dirs, stages, ptx_dir);
     const BookResult r = write_book(run_dir, out_dir, stages, ptx_dir);
     for (const std::string& w : r.warnings)
       std::cerr << "fs_table: warning: " << w << '\n';

@@ -4,6 +4,7 @@
 #include "fs_table/table.hpp"
 
 #include "build_stages.hpp"
+#include "temp_dir.hpp"
 
 #include <fstream>
 
@@ -117,4 +118,40 @@ TEST_CASE("status: a stage slower than its parent gets a note naming the section
                     ContainsSubstring("04_cp_async is slower than its parent 03_online_softmax") &&
                         ContainsSubstring("has no section whose heading says why"));
   fs::remove_all(chapters);
+}
+
+TEST_CASE("status: a sanitizer log is carried from an older run only with PTX-identical kernels",
+          "[status]") {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  const std::string header = "# nvcc\trelease 13.0, V13.0.88\tsm_90a\n";
+  const std::string src = "stages/03_online_softmax/kernels.cu\t_Zk\t";
+  for (const char* r : {"gpu/2000-01-01_old", "gpu/2000-02-01_new"}) {
+    fs::create_directories(dir.path / r);
+    fs::copy(kFixtures / "run_full", dir.path / r, fs::copy_options::recursive);
+    dir.write(std::string(r) + "/" + std::string(kPtxManifest), header + src + "h1\tk<half>\n");
+  }
+  dir.write("gpu/2000-01-01_old/sanitizers_03_online_softmax.log",
+            "=== 03 memcheck\n=== exit 0\n=== 03 racecheck\n=== exit 0\n");
+  RunData run = load_run(dir.path / "gpu/2000-02-01_new", build_stages());
+  run.ptx_dir = dir.path / "ptx";
+  const auto cell = [&] { return render(status_table(run), Format::markdown); };
+
+  dir.write("ptx/03_online_softmax.tsv", header + src + "h1\tk<half>\n");
+  const auto carried = carried_sanitizer_result(run, "03_online_softmax");
+  REQUIRE(carried);
+  CHECK(carried->result.runs == 2);
+  CHECK(carried->label == "gpu/2000-01-01_old");
+  CHECK_THAT(cell(), ContainsSubstring("| `03_online_softmax` | not run | 2 runs, 0 errors (run "
+                                       "`gpu/2000-01-01_old`, PTX-identical) |"));
+
+  // This build's kernel differs from the old run's: nothing is carried.
+  dir.write("ptx/03_online_softmax.tsv", header + src + "h2\tk<half>\n");
+  CHECK_FALSE(carried_sanitizer_result(run, "03_online_softmax"));
+  CHECK_THAT(cell(), ContainsSubstring("| `03_online_softmax` | not run | not run |"));
+
+  // Another architecture's run never stands in, identical hashes or not.
+  dir.write("ptx/03_online_softmax.tsv", header + src + "h1\tk<half>\n");
+  dir.write("gpu/2000-01-01_old/provenance.json", "{\"gpu_compute_capability\": \"8.9\"}");
+  CHECK_FALSE(carried_sanitizer_result(run, "03_online_softmax"));
 }

@@ -223,10 +223,16 @@ Table status_table(const RunData& run) {
       const char* states[] = {"passed", "FAILED", "skipped", "not run"};
       row.push_back(plain(states[static_cast<int>(suite_result(run, b))]));
       const auto san = sanitizer_result(run, b);
-      row.push_back(!san            ? plain("not run")
-                    : san->failures ? plain(std::to_string(san->failures) + " of " +
-                                            std::to_string(san->runs) + " runs FAILED")
-                                    : plain(std::to_string(san->runs) + " runs, 0 errors"));
+      const auto carried = san ? std::nullopt : carried_sanitizer_result(run, b);
+      const auto text = [](const SanitizerResult& r) {
+        return r.failures
+                   ? std::to_string(r.failures) + " of " + std::to_string(r.runs) + " runs FAILED"
+                   : std::to_string(r.runs) + " runs, 0 errors";
+      };
+      row.push_back(san       ? plain(text(*san))
+                    : carried ? plain(text(carried->result) + " (run ") + code(carried->label) +
+                                    plain(", PTX-identical)")
+                              : plain("not run"));
     }
     // A stage no GPU has timed shows no number at all, only its status (and prediction).
     const bool unmeasured = !sdpa && !run.has_backend(b);

@@ -490,6 +490,17 @@ struct KernelIdentity {
   std::string reason;
 };
 KernelIdentity kernel_identity(const RunData& run, std::string_view stage);
+
+/// A sanitizer result carried forward by identity: the run holds no sanitizers_<stage>.log, and
+/// the newest other committed run (book/data/<gpu>/<run>) with the same compute capability whose
+/// kernels of the stage are PTX-identical to this build's (RunData::ptx_dir) has one. `label` names
+/// that run. Absent when the run has its own log, or no such run exists. Timings never carry.
+struct CarriedSanitizers {
+  SanitizerResult result;
+  std::string label;
+};
+std::optional<CarriedSanitizers> carried_sanitizer_result(const RunData& run,
+                                                          std::string_view stage);
 /// The stage's status in words, for README's table and the chapters: which run measured it (and
 /// under which name), whether its kernels are still that run's, or "not yet measured on a GPU"
 /// with its prediction at kStatusShape when it has one.
