@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one command for a GPU host: bench/bundle.sh builds every stage for this GPU into a bundle
-# (build/gpu/bundle), and the bundle's run.sh runs the steps — the same run.sh a bundle built on
-# another machine runs (bench/run.sh lists every file of the run folder it writes):
+# (build/gpu/bundle), and the bundle's run.sh plans the steps against --budget-min and runs them —
+# the same run.sh a bundle built on another machine runs (run.sh --help lists every file of the
+# run folder it writes, and --dry-run prints the plan):
 #   tests        the CPU tests and every stage's GPU suite (tests.log)
 #   sanitizers   compute-sanitizer memcheck, racecheck, synccheck, initcheck (sanitizers_<stage>.log)
 #   runner       each stage's runner at two shapes (runner_<stage>.txt)

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# tests/bundle-check.sh — the GPU path, proven without a GPU: builds a bundle with bench/bundle.sh
+# as a GPU host would get it, moves it, and runs its run.sh --dry-run from another directory.
+# Fails unless the bundle holds every binary and script the plan runs (run.sh checks each path),
+# the plan names every bundled stage's suite, sanitizers, bench and runner by the runner names
+# the stage tree gives, it fits the budget, and a file taken out of the bundle is named. Then runs
+# the plan on a stand-in GPU (tests/cli/fake-gpu: nvidia-smi, compute-sanitizer and the bundle's
+# binaries replaced by stand-ins) and checks the run folder it writes.
+#
+#   tests/bundle-check.sh [--stages WORDS] [--build-dir DIR] WORK
+#   --stages     bundle only these stages (default in CTest: "06a 07c", see tests/CMakeLists.txt)
+#   --build-dir  the bundle's build folder (default WORK/build; rebuilt incrementally)
+# Exit codes: 0 ok, 1 a check failed, 2 bad arguments.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+only="" build="" work=""
+while (($#)); do
+  case "$1" in
+    --stages) only=$2; shift ;;
+    --build-dir) build=$2; shift ;;
+    -h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+    -*) echo "bundle-check: unknown option $1" >&2; exit 2 ;;
+    *) work=$1 ;;
+  esac
+  shift
+done
+[[ -n $work ]] || { echo "bundle-check: name a WORK folder" >&2; exit 2; }
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+build=${build:-$work/build}
+fail() { echo "bundle-check: FAIL: $*" >&2; exit 1; }
+
+args=(--arch 90a --build-dir "$build")
+[[ -z $only ]] || args+=(--stages "$only")
+rm -rf "$work/bundle" "$work/moved"
+"$root/bench/bundle.sh" "${args[@]}" "$work/bundle" || fail "bench/bundle.sh failed"
+
+# Moved, and run from elsewhere: nothing in it may point back at the build or the repository.
+mkdir -p "$work/moved"
+mv "$work/bundle" "$work/moved/b"
+b=$work/moved/b
+tree_py=$b/scripts/stage_tree.py
+cd /
+plan=$("$b/run.sh" --dry-run --budget-min 9) || { rc=$?; echo "$plan"; fail "run.sh --dry-run exited $rc"; }
+echo "$plan"
+grep -q "the bundle holds every file the plan runs" <<<"$plan" || fail "the dry run's verdict is missing"
+
+# Every bundled stage and baseline, by the names and runners of the tree the bundle carries.
+mapfile -t bundled < <(python3 -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))["stages"]))' "$b/bundle.json")
+[[ ${#bundled[@]} -ge 2 ]] || fail "bundle.json lists ${#bundled[@]} stages"
+for n in "${bundled[@]}"; do
+  runner=$(python3 "$tree_py" "$b/stages.json" field runner "$n" | cut -f2)
+  kind=$(python3 "$tree_py" "$b/stages.json" field kind "$n" | cut -f2)
+  for want in "run  tests:$n:" "$b/bin/test_$n -d yes" "run  bench:$n:fp16:" "$b/bin/bench_$n " \
+              "$b/bin/$runner "; do
+    grep -qF -- "$want" <<<"$plan" || fail "the plan lacks '$want'"
+  done
+  if [[ $kind == stage ]]; then
+    grep -qF -- "sanitizer:$n:memcheck" <<<"$plan" || fail "the plan has no memcheck of $n"
+  fi
+  [[ -x $b/bin/$runner ]] || fail "$b/bin/$runner is missing"
+done
+grep -qF "run  sdpa:fp16:" <<<"$plan" || fail "the plan does not run SDPA"
+grep -qF "run  peaks:" <<<"$plan" || fail "the plan does not measure the peaks"
+secs=$(sed -n 's/^run.sh: estimated \([0-9]*\) s .*/\1/p' <<<"$plan")
+[[ -n $secs ]] || fail "the plan states no estimate"
+((secs <= 540)) || fail "the plan's estimate, $secs s, is over the 9-minute budget"
+
+# A bundle missing a file the plan runs is refused, naming the file.
+victim=$b/bin/test_${bundled[0]}
+mv "$victim" "$victim.away"
+if out=$("$b/run.sh" --dry-run --budget-min 9 2>&1); then
+  fail "run.sh --dry-run passed with $victim missing"
+fi
+grep -qF "the bundle lacks bin/test_${bundled[0]}" <<<"$out" || fail "the missing file was not named"
+mv "$victim.away" "$victim"
+
+# A stage the bundle does not hold, or no stage at all, is refused before any plan.
+if "$b/run.sh" --dry-run --stages 99 >/dev/null 2>&1; then fail "--stages 99 was accepted"; fi
+
+# The executor, on a stand-in GPU (tests/cli/fake-gpu): a copy of the bundle whose GPU binaries
+# only say what they were asked. Every planned command must run, in its place, under timeout, and
+# the run folder must hold what a committed run holds: logs, JSON, timings, provenance, archive.
+fake=$root/tests/cli/fake-gpu
+rm -rf "$work/stand-in"
+cp -r "$b" "$work/stand-in"
+s=$work/stand-in
+for f in "$s"/bin/*; do
+  [[ $(basename "$f") == fs_table ]] || install -m 755 "$fake/stand-in-binary" "$f"
+done
+run=$work/stand-in-run
+rm -rf "$run" "$run.tgz"
+log=$(PATH="$fake:$PATH" "$s/run.sh" --budget-min 9 --steps tests,sanitizers,runner,bench \
+  --out "$run" 2>&1) || { echo "$log"; fail "run.sh on the stand-in GPU exited non-zero"; }
+echo "$log" | tail -n 5
+[[ -f $run.tgz ]] || fail "no archive $run.tgz"
+for f in provenance.json timings.tsv tests.log peaks.json nvidia-smi.txt; do
+  [[ -s $run/$f ]] || fail "the run folder lacks $f"
+done
+grep -qF "=== test_cpu: exit 0" "$run/tests.log" || fail "tests.log lacks test_cpu's result"
+for n in "${bundled[@]}"; do
+  grep -qF "=== test_$n: exit 0" "$run/tests.log" || fail "tests.log lacks test_$n's result"
+  [[ -s $run/bench_$n.json ]] || fail "no bench_$n.json"
+  grep -qF "bench:$n:fp16" "$run/timings.tsv" || fail "timings.tsv lacks bench:$n:fp16"
+  [[ -s $run/ptxas_$n.txt ]] || fail "no ptxas_$n.txt"
+done
+grep -q "^=== exit 0" "$run/sanitizers_${bundled[0]}.log" || fail "no sanitizer run of ${bundled[0]}"
+python3 -c 'import json, sys; p = json.load(open(sys.argv[1]))["plan"]; assert p["budget_s"] == 540 and p["ran"], p' \
+  "$run/provenance.json" || fail "provenance.json does not record the plan"
+echo "bundle-check: PASS: ${#bundled[@]} stages and baselines bundled, planned in $secs s of 540, and run on a stand-in GPU"
