@@ -40,9 +40,15 @@ endif()
 file(REMOVE_RECURSE "${GEN_DIR}")
 file(MAKE_DIRECTORY "${GEN_DIR}")
 # PTX_DIR (optional): the build's PTX hashes of each stage's kernels, for status_<stage>.md.
+# PTXAS_DIR (optional): the build's ptxas reports (<stage>.ptxas.txt), from which the predictions
+# about registers, spills and shared memory are judged (verdict_<stage>.md); without it those
+# read "not measured".
 set(ptx_args "")
 if(DEFINED PTX_DIR)
   set(ptx_args --ptx "${PTX_DIR}")
+endif()
+if(DEFINED PTXAS_DIR)
+  list(APPEND ptx_args --ptxas "${PTXAS_DIR}")
 endif()
 execute_process(COMMAND "${TABLE}" book "${run_dir}" "${GEN_DIR}" --stage-list "${STAGE_LIST}"
                         ${ptx_args}

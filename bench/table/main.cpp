@@ -2,7 +2,7 @@
 // Nsight Compute diff, from the files one GPU run commits under book/data/<gpu>/<run-id>/.
 //
 //   fs_table table RUN_DIR [--format console|markdown] [-o FILE] [--stage-list FILE]
-//   fs_table book RUN_DIR OUT_DIR [--stage-list FILE] [--ptx DIR]
+//   fs_table book RUN_DIR OUT_DIR [--stage-list FILE] [--ptx DIR] [--ptxas DIR]
 //   fs_table ncu-diff BEFORE.csv AFTER.csv
 //   fs_table steps [--check] [--stage-list FILE]
 //   fs_table status RUN_DIR [--readme FILE [--check]] [--stage-list FILE] [--ptx DIR]
@@ -187,7 +187,7 @@ int main(int argc, char** argv) {
   const auto formats = CLI::IsMember({"console", "markdown"});
 
   std::string run_dir, out_dir, out_file, format = "console", before, after, stage_list_file,
-                                          ptx_dir;
+                                          ptx_dir, ptxas_dir;
   const std::string ptx_help =
       "this build's PTX hashes, <stage>.tsv (<build>/ptx, tests/ptx-manifest.sh): whether each "
       "stage's kernels are still the ones the run measured";
@@ -213,6 +213,9 @@ int main(int argc, char** argv) {
   book->add_option("OUT_DIR", out_dir, "folder for the fragments (created)")->required();
   book->add_option("--stage-list", stage_list_file, stage_list_help);
   book->add_option("--ptx", ptx_dir, ptx_help);
+  book->add_option("--ptxas", ptxas_dir,
+                   "this build's ptxas reports, <stage>.ptxas.txt (<build>/resources): the "
+                   "predictions about registers, spills and shared memory are judged from them");
 
   auto* diff = app.add_subcommand("ncu-diff", "compare two Nsight Compute CSVs metric by metric");
   diff->add_option("BEFORE", before, "ncu CSV of the earlier stage")->required();
@@ -274,7 +277,7 @@ int main(int argc, char** argv) {
     if (*steps) return steps_command(stages, steps_check);
     if (*emu) return emu_compare_command(run_dir, emu_dir, bands_file, format, out_file, stages);
     if (*identity) return identity_command(run_dirs, stages, ptx_dir);
-    const BookResult r = write_book(run_dir, out_dir, stages, ptx_dir);
+    const BookResult r = write_book(run_dir, out_dir, stages, ptx_dir, ptxas_dir);
     for (const std::string& w : r.warnings)
       std::cerr << "fs_table: warning: " << w << '\n';
     if (!r.missing_reason.empty()) {

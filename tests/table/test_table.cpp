@@ -624,6 +624,52 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
   CHECK_THAT(read(out.path / "ncu_diff_00_scalar.md"), ContainsSubstring("is the first stage"));
 }
 
+TEST_CASE("without a run, the book still judges what the build can: its ptxas reports",
+          "[book][gnuplot][ptxas]") {
+  // A planted report for every stage whose predictions the build judges: one kernel whose name
+  // holds every kernel selection of those lines, with 300 registers (above any count a header can
+  // predict: 255 is the most a thread gets) and 16 bytes of spills. Every ptxas line must then
+  // read as a miss, in a fragment written with no run at all.
+  TempDir reports, out;
+  const fs::path root = kBench.parent_path();
+  std::map<std::string, int> ptxas_lines;
+  for (const StageList::Stage& s : build_stages().stages) {
+    std::string name = "void planted_kernel<";
+    for (const Prediction& p : load_predictions(root / s.dir / "predictions.csv")) {
+      if (!judged_by_build(p.measure)) continue;
+      const bool ratio = p.measure.starts_with("ptxas_ratio:");
+      ptxas_lines[s.name] += ratio ? 0 : 1;
+      std::size_t at = 0;  // the selection: what follows the arch
+      for (int colons = ratio ? 4 : 3; colons > 0; --colons)
+        at = p.measure.find(':', at) + 1;
+      name += p.measure.substr(at) + "|";
+    }
+    reports.write(s.name + ".ptxas.txt",
+                  "ptxas info    : Compiling entry function '" + name +
+                      ">()' for 'sm_80'\n"
+                      "ptxas info    : Function properties for " +
+                      name +
+                      ">()\n"
+                      "    0 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads\n"
+                      "ptxas info    : Used 300 registers, used 1 barriers\n");
+  }
+  REQUIRE_FALSE(ptxas_lines.empty());
+  const BookResult r =
+      write_book(kFixtures / "no_such_run", out.path, build_stages(), {}, reports.path);
+  REQUIRE_FALSE(r.missing_reason.empty());
+  for (const auto& [stage, n] : ptxas_lines) {
+    INFO(stage);
+    const std::string v = read(out.path / ("verdict_" + stage + ".md"));
+    CHECK_THAT(v, ContainsSubstring("No measurement committed yet") &&
+                      ContainsSubstring("against the ptxas report of the build"));
+    int misses = 0;
+    for (std::size_t at = 0; (at = v.find("| above the range", at)) != std::string::npos; ++at)
+      ++misses;
+    CHECK(misses >= n);
+    CHECK(v.find("this build has no") == std::string::npos);
+  }
+}
+
 TEST_CASE("the book from a run", "[book][gnuplot]") {
   TempDir out;
   write_book(kFixtures / "run_full", out.path, build_stages());

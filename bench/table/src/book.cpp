@@ -503,10 +503,11 @@ static std::string emu_compare_page(const RunData& run, const std::vector<std::s
 }
 
 BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const StageList& stages,
-                      const fs::path& ptx_dir) {
+                      const fs::path& ptx_dir, const fs::path& ptxas_dir) {
   const auto metrics = load_metric_set(FS_TABLE_BENCH_DIR "/ncu-metrics.txt");
   RunData run = load_run(run_dir, stages);
   run.ptx_dir = ptx_dir;
+  run.ptxas_dir = ptxas_dir;
   fs::create_directories(out_dir);
   Writer w{out_dir, {}};
 
@@ -543,21 +544,27 @@ BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const St
     w.write("ncu_diff_" + stage + ".md", ncu_diff_page(run, stage, metrics));
   }
   for (const std::string& stage : run.stages.names()) {
-    const auto predictions =
-        load_predictions(fs::path(FS_TABLE_STAGES_DIR) / stage / "predictions.csv");
+    // What a run judges, then what this build judges (its ptxas reports), which needs no run.
+    std::vector<Prediction> by_run, by_build;
+    for (Prediction& p :
+         load_predictions(fs::path(FS_TABLE_STAGES_DIR) / stage / "predictions.csv"))
+      (judged_by_build(p.measure) ? by_build : by_run).push_back(std::move(p));
+    std::string text;
     if (run.empty()) {
-      w.write("verdict_" + stage + ".md",
-              no_measurement(plain("the predictions of ") + code(stage) +
-                             plain(" against a measurement")));
-    } else if (predictions.empty()) {
-      w.write("verdict_" + stage + ".md",
-              md(code(stage) + plain(" records no predictions (") +
-                 code("stages/" + stage + "/predictions.csv") + plain(").")) +
-                  "\n");
-    } else {
-      w.write("verdict_" + stage + ".md",
-              md(run_caption(run)) + "\n\n" + md(verdict_table(run, stage, predictions)));
+      if (!by_run.empty() || by_build.empty()) {
+        text = no_measurement(plain("the predictions of ") + code(stage) +
+                              plain(" against a measurement"));
+      }
+    } else if (!by_run.empty()) {
+      text = md(run_caption(run)) + "\n\n" + md(verdict_table(run, stage, by_run));
+    } else if (by_build.empty()) {
+      text = md(code(stage) + plain(" records no predictions (") +
+                code("stages/" + stage + "/predictions.csv") + plain(").")) +
+             "\n";
     }
+    if (!by_build.empty())
+      text += (text.empty() ? "" : "\n") + md(build_verdict_table(run, stage, by_build));
+    w.write("verdict_" + stage + ".md", text);
   }
   w.write("emu_compare.md", emu_compare_page(run, run.stages.names(), metrics));
   for (const std::string& stage : run.stages.names())

@@ -173,6 +173,7 @@ std::string format_metric(const MetricValue& v) {
   if (v.unit == "byte") return fmt_bytes(x);
   if (v.unit == "ns") return fmt_ns(x);
   if (v.unit.find("register") != std::string::npos) return std::to_string(std::lround(x));
+  if (v.unit == "bytes") return std::to_string(std::lround(x)) + " bytes";  // exact (ptxas)
   if (v.unit.empty()) return fmt_sig(x);
   return fmt_sig(x) + " " + v.unit;
 }

@@ -1,7 +1,7 @@
 // fs_table/table.hpp — fs_table's library: reading one GPU run, the comparison and Nsight Compute
 // tables, the predictions' verdicts, README's status table and the book's fragments. Sections:
-// text (tables and their rendering), run (a run folder), compare, ncu, verdict, status, book;
-// each is implemented in src/<section>.cpp.
+// text (tables and their rendering), run (a run folder), compare, ncu, ptxas, verdict, status,
+// book; each is implemented in src/<section>.cpp.
 #pragma once
 
 #include <filesystem>
@@ -213,6 +213,10 @@ struct RunData {
   /// Where this build's PTX hashes of every stage's kernels are (<stage>.tsv, written by
   /// tests/ptx-manifest.sh at build time); empty: not known, the kernels are not compared.
   std::filesystem::path ptx_dir;
+  /// Where this build's ptxas reports are (<stage>.ptxas.txt, <build>/resources; the ptxas
+  /// section): the ptxas measures of the predictions read them; empty: not known, those measures
+  /// read "not measured".
+  std::filesystem::path ptxas_dir;
 
   bool empty() const { return !missing_reason.empty(); }
   /// The name under which this run's files hold `stage`: its MEASURED_AS name when the run
@@ -377,7 +381,7 @@ MetricValue stage_value(const std::vector<KernelLaunch>& pass, const std::string
 /// unless two kernels of the pass would otherwise read the same.
 std::vector<std::string> short_kernel_names(const std::vector<KernelLaunch>& pass);
 
-/// "42.1%", "1.23 GB", "4.56 ms", "128", "3.21" by unit.
+/// "42.1%", "1.23 GB", "4.56 ms", "128", "3.21" by unit; "64 bytes" (exact) for unit "bytes".
 std::string format_metric(const MetricValue& v);
 /// "+12.3 pt" for percentages, "-42%" relative change otherwise, "=" when equal.
 std::string format_change(const MetricValue& before, const MetricValue& after);
@@ -393,6 +397,40 @@ Table ncu_table(const NcuProfile& p, const std::vector<MetricSpec>& metrics);
 Table ncu_diff_table(const NcuProfile& before, const NcuProfile& after,
                      const std::vector<MetricSpec>& metrics, const std::string& before_name,
                      const std::string& after_name);
+
+// ---- ptxas --------------------------------------------------------------------------------------
+// A stage's resource report from this very build: <build>/resources/<stage>.ptxas.txt, the
+// `ptxas -v` output of its objects (stages/ptxas-report.sh, collect-ptxas.cmake), demangled where
+// c++filt was found. Per kernel and architecture:
+//
+//   ptxas info    : Compiling entry function '<kernel>' for 'sm_80'
+//   ptxas info    : Function properties for <kernel>
+//       0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+//   ptxas info    : Used 230 registers, used 1 barriers, 1024 bytes smem, 416 bytes cmem[0]
+//
+// Static shared memory is the "bytes smem" of that line; the dynamic shared memory a launch asks
+// for is the launcher's decision and is not in the report.
+
+struct PtxasKernel {
+  std::string name;  ///< as the report prints it
+  std::string arch;  ///< "sm_80", "sm_90a"
+  int registers = 0;
+  int stack_bytes = 0, spill_store_bytes = 0, spill_load_bytes = 0;
+  int smem_bytes = 0;  ///< static shared memory; 0 where the line names none
+};
+
+/// Every entry function of a report, in its order. Throws InputError, naming the source, for an
+/// entry function without its "Used ... registers" line.
+std::vector<PtxasKernel> parse_ptxas_report(std::istream& in, const std::string& source);
+/// Throws InputError when the file cannot be read.
+std::vector<PtxasKernel> load_ptxas_report(const std::filesystem::path& file);
+
+/// What a ptxas measure reads of a kernel: "registers" (per thread), "spill_bytes" (spill stores
+/// plus spill loads), "stack_bytes" (the stack frame), "smem_bytes" (static shared memory).
+inline constexpr std::string_view kPtxasQuantities[] = {"registers", "spill_bytes", "stack_bytes",
+                                                        "smem_bytes"};
+/// nullopt for a name not in kPtxasQuantities.
+std::optional<double> ptxas_quantity(const PtxasKernel& k, std::string_view quantity);
 
 // ---- verdict ------------------------------------------------------------------------------------
 // A stage's predictions against a run: the "which metric should move, and
@@ -413,13 +451,29 @@ Table ncu_diff_table(const NcuProfile& before, const NcuProfile& after,
 //   emu:<metric>                  the emulator's count of a metric at the profile's shape
 //                                 (emulated/emu_<stage>.csv, bench/emu-profile.sh): evidence for a
 //                                 counting prediction without a GPU, marked "emulated"
+//   ptxas:<quantity>:<arch>:<kernels>
+//                                 a quantity of kPtxasQuantities over the kernels of this build's
+//                                 ptxas report of the stage (RunData::ptxas_dir) compiled for
+//                                 <arch> ("sm_89"; "*": every architecture the build compiled)
+//                                 whose name contains <kernels> ("Traits<128, 64, 2>"; "*": every
+//                                 kernel; the rest of the measure, colons included): the smallest
+//                                 and the largest, and every kernel must lie in the range
+//   ptxas_ratio:<backend>:<quantity>:<arch>:<kernels>
+//                                 the stage's largest value of that selection over <backend>'s
+//                                 (another stage of this build, the same selection)
+// A speed measure names the stage it compares with (speedup:<backend>): without that stage's time
+// in the run it reads "not measured", whatever other stage the run has.
 // An ncu: measure whose stage has no profile, or whose profile lacks the metric, takes the
 // emulated count instead when emu_<stage>.csv has it, marked the same way.
+// The ptxas measures need no GPU and no run: they are judged from the build's own reports, and the
+// book shows their verdicts whether or not a run measured the stage (judged_by_build).
 // low, high: the predicted range, inclusive (equal for a point prediction); claim: the header's
-// words, quoted when they hold a comma.
+// words, quoted when they hold a comma. A ptxas line states a range, low below high; the one
+// point it may state is 0 to 0 for spill_bytes or stack_bytes ("no spills": none at all).
 //
 // The verdict of each line: "as predicted" inside the range, else "below" or "above" it by the
-// distance to the nearer end, relative to that end.
+// distance to the nearer end, relative to that end (for a ptxas measure, of its smallest or
+// largest kernel).
 
 struct Prediction {
   std::string measure;
@@ -431,22 +485,30 @@ struct Prediction {
 std::vector<Prediction> parse_predictions(std::istream& in, const std::string& source);
 /// An absent file is no predictions (empty), not an error.
 std::vector<Prediction> load_predictions(const std::filesystem::path& file);
+/// A ptxas or ptxas_ratio measure: judged from the build's reports, not from a GPU run.
+bool judged_by_build(const std::string& measure);
 
 /// What one measure came to in a run: a value with its unit, or why there is none.
 struct Measured {
-  std::optional<double> value;
-  std::string unit;       ///< "TFLOP/s", "x", "%", or the metric's unit
-  std::string reason;     ///< when there is no value
+  std::optional<double> value;  ///< for a ptxas measure, its largest kernel's
+  std::string unit;             ///< "TFLOP/s", "x", "%", or the metric's unit
+  std::string reason;           ///< when there is no value
   bool emulated = false;  ///< the value is the emulator's count (emu_<stage>.csv), not measured
+  std::optional<double> min_value;  ///< a ptxas measure: its smallest kernel's value
+  std::string source;               ///< a ptxas measure: which kernels of which report it read
 };
 Measured measure(const RunData& run, const std::string& stage, const std::string& measure);
 
 /// "as predicted", "below by 23%", "above by 4%", "not measured: ..."
 std::string verdict_text(const Prediction& p, const Measured& m);
 
-/// The table the book shows: claim, measure, predicted range, measured value, verdict.
+/// The table the book shows: claim, measure, predicted range, measured value, verdict; for the
+/// predictions a run judges (not judged_by_build).
 Table verdict_table(const RunData& run, const std::string& stage,
                     const std::vector<Prediction>& predictions);
+/// The same for the predictions the build judges (judged_by_build), against its ptxas reports.
+Table build_verdict_table(const RunData& run, const std::string& stage,
+                          const std::vector<Prediction>& predictions);
 
 // ---- status -------------------------------------------------------------------------------------
 // What one run says about each stage, for README's status table: did its
@@ -614,7 +676,9 @@ Table steps_table(const std::vector<StepSize>& steps);
 //   provenance.md           where and how the run was measured
 //   ncu_<stage>.md          the fixed Nsight Compute metric set of one stage
 //   ncu_diff_<stage>.md     a stage against its parent stage, metric by metric
-//   verdict_<stage>.md      the stage's predictions against the run (the verdict section)
+//   verdict_<stage>.md      the stage's predictions against the run (the verdict section), then
+//                           those about its registers, spills and shared memory against this
+//                           build's ptxas reports, which are there with or without a run
 //   emu_compare.md          the emulator's counts against the run's profiles (emu_comparison)
 //   emu_<stage>.md          the same, of one stage (its chapter's Evidence)
 //   step_<stage>.md         the stage's step size against its parent (steps)
@@ -641,8 +705,10 @@ struct BookResult {
 /// metric set (bench/ncu-metrics.txt), gnuplot scripts (bench/plots) and predictions
 /// (stages/<stage>/predictions.csv); gnuplot is the one on PATH. Throws InputError on a
 /// malformed input file and std::runtime_error when a file cannot be written or gnuplot fails.
-/// `ptx_dir`: this build's PTX hashes (RunData::ptx_dir) for the status fragments.
+/// `ptx_dir`: this build's PTX hashes (RunData::ptx_dir) for the status fragments; `ptxas_dir`:
+/// its ptxas reports (RunData::ptxas_dir) for the verdicts the build judges.
 BookResult write_book(const std::filesystem::path& run_dir, const std::filesystem::path& out_dir,
-                      const StageList& stages, const std::filesystem::path& ptx_dir = {});
+                      const StageList& stages, const std::filesystem::path& ptx_dir = {},
+                      const std::filesystem::path& ptxas_dir = {});
 
 }  // namespace flashsteps::table
