@@ -45,12 +45,13 @@
 #
 # Time: the build compiles 25 CUDA translation units for one architecture (12 stages x kernels.cu
 # and launcher.cu, and common/src/device_fill.cu) and 35 C++ ones (common, nanobind, the stage
-# module and the 12 modules' init): 3 min 20 s of CPU (user + sys) on the 2-core machine without
-# a GPU where it was checked (4 min 29 s of wall time there, the cores shared with another build;
-# the slowest files, 07a's and 07c's kernels.cu, about 7% of it each). On the host's 16 cores that
-# is about 30 to 60 s, configure included (an estimate: not yet run there); a second run on the
-# same machine rebuilds in seconds. Then about 5 s per stage for the compare processes (Python,
-# torch and the CUDA context start each time: about 1 min) and under 1 min for pytest.
+# module and the 12 modules' init). From scratch on the 2-core machine without a GPU where it was
+# checked, it took 3 min 19 s and 3 min 39 s of CPU (user + sys) in two runs, 4 min 29 s and
+# 4 min 55 s of wall time (the cores shared with another build); the slowest files, 07a's and
+# 07c's kernels.cu, are about 7% of it each. On the host's 16 cores that is about 30 to 60 s,
+# configure included (an estimate: not yet run there); a second run on the same machine rebuilds
+# in seconds. Then about 5 s per stage for the compare processes (Python, torch and the CUDA
+# context start each time: about 1 min) and under 1 min for pytest.
 #
 # Exit codes: 0 every step passed, 1 a step failed (build, a mismatch, a timeout, a missing tool),
 # 2 bad arguments, 3 no GPU here (the message says why).
@@ -241,9 +242,17 @@ needs="pip nanobind scikit_build_core"
 missing=$(timeout 60 "$python" - "$needs" <<'EOF' 2>&1
 import importlib.util, os, sys, sysconfig
 missing = [m for m in sys.argv[1].split() if importlib.util.find_spec(m) is None]
+# The versions pyproject.toml's build-system asks for (pip --no-build-isolation does not check).
+from importlib.metadata import version
+for name, low, high, want in (("scikit_build_core", (0, 10), (999,), ">= 0.10"),
+                              ("nanobind", (2, 2), (4,), ">= 2.2, < 4")):
+    if name not in missing:
+        v = tuple(int(x) for x in version(name).split(".")[:2] if x.isdigit())
+        if not low <= v < high:
+            missing.append(f"{name} {want} (it has {version(name)})")
 if not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
     missing.append("Python.h (the interpreter's development headers)")
-print(" ".join(missing))
+print("; ".join(missing))
 EOF
 )
 if [[ $? != 0 || -n $missing ]]; then
