@@ -100,3 +100,50 @@ def check(o, lse, q, k, v, causal=False, scale=None, dtype="fp16"):
             if not lse_err <= lse_bound:
                 failures.append(f"max|LSE - LSE_exact| = {lse_err:.3g} > bound {lse_bound:.3g}")
     return failures
+
+
+def check_against_sdpa(o, lse, q, k, v, causal=False, dtype="fp16"):
+    """The suite's rule on PyTorch tensors (any device), with PyTorch's
+    scaled_dot_product_attention as the references: SDPA in float64 is the exact O, SDPA in the
+    inputs' dtype the same-precision one. Over the rows that see a key, max|O - O_exact| <= 2
+    max|O_sdpa - O_exact| + u max(1, max|O_exact|), and LSE against the float64 log-sum-exp within
+    2 max|LSE_fp32 - LSE_exact| + 1e-5 max(1, max|LSE_exact|); no NaN or inf in O; a row that
+    sees no key (SDPA gives NaN there) has O = 0 and LSE = -inf. The default scale, 1/sqrt(D).
+    Returns (failures, max|O - O_exact|, max|O_sdpa - O_exact|); no failures: pass."""
+    import torch
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    sq, skv, d = q.shape[2], k.shape[2], q.shape[3]
+    i = torch.arange(sq, device=q.device)[:, None]
+    j = torch.arange(skv, device=q.device)[None, :]
+    mask = (j <= i + skv - sq) if causal else torch.ones(sq, skv, dtype=torch.bool,
+                                                         device=q.device)
+    seen = mask.any(dim=1)
+    failures = []
+    if not torch.isfinite(o).all():
+        failures.append(f"{int((~torch.isfinite(o)).sum())} elements of O are NaN or inf")
+    if not (o[:, :, ~seen] == 0).all():
+        failures.append("O is not 0 on the rows that see no key")
+    if not torch.isneginf(lse[:, :, ~seen]).all():
+        failures.append("LSE is not -inf on the rows that see no key")
+    if not seen.any():
+        return failures, 0.0, 0.0
+    same = sdpa(q, k, v, attn_mask=mask)[:, :, seen].double()
+    exact = sdpa(q.double(), k.double(), v.double(), attn_mask=mask)[:, :, seen]
+    sdpa_err = (same - exact).abs().max().item()
+    o_err = (o[:, :, seen].double() - exact).abs().max().item()
+    o_bound = 2 * sdpa_err + unit_roundoff(dtype) * max(1.0, exact.abs().max().item())
+    if not o_err <= o_bound:
+        failures.append(f"max|O - O_exact| = {o_err:.3g} > bound {o_bound:.3g}")
+
+    def log_sum_exp(t):
+        s = (q.to(t) @ k.to(t).transpose(-1, -2)) * (1.0 / d ** 0.5)
+        return torch.logsumexp(s.masked_fill(~mask, float("-inf")), dim=-1)[:, :, seen]
+
+    exact_lse = log_sum_exp(torch.float64)
+    lse_bound = 2 * (log_sum_exp(torch.float32).double() - exact_lse).abs().max().item() + \
+        1e-5 * max(1.0, exact_lse.abs().max().item())
+    lse_err = (lse[:, :, seen].double() - exact_lse).abs().max().item()
+    if not lse_err <= lse_bound:
+        failures.append(f"max|LSE - LSE_exact| = {lse_err:.3g} > bound {lse_bound:.3g}")
+    return failures, o_err, sdpa_err
