@@ -95,29 +95,19 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 root=$PWD
 command -v nvcc >/dev/null || export PATH="$PATH:/usr/local/cuda/bin"
 
-# The stages, as the stage tree declares them (stages/CMakeLists.txt, read under `cmake -P` as
-# tests/stages/add_stage.cmake reads it; the build writes the same tree to stages.json).
+# The stages, from the stage tree of this source tree (stages/stage-tree.cmake writes it as the
+# build writes stages.json, without configuring; bench/stage_tree.py reads it).
 read_stages() {
-  local script list rc
-  script=$(mktemp "${TMPDIR:-/tmp}/python-gpu-stages.XXXXXX") || return 1
-  list="$script.txt"
-  cat >"$script" <<'EOF'
-cmake_minimum_required(VERSION 3.25)
-include("${ROOT}/stages/flashsteps_add_stage.cmake")
-include("${ROOT}/stages/CMakeLists.txt")
-get_property(stages GLOBAL PROPERTY FLASHSTEPS_STAGES)
-list(JOIN stages "\n" names)
-file(WRITE "${LIST}" "${names}\n")
-EOF
-  timeout 60 cmake -DROOT="$root" -DLIST="$list" -P "$script" >&2
+  local tree rc
+  tree=$(mktemp "${TMPDIR:-/tmp}/python-gpu-stages.XXXXXX") || return 1
+  timeout 60 cmake -DOUT="$tree" -DROOT="$root" -P "$root/stages/stage-tree.cmake" >&2 &&
+    python3 "$root/bench/stage_tree.py" "$tree" field kind | awk -F'\t' '$2 == "stage" { print $1 }'
   rc=$?
-  ((rc == 0)) && cat "$list"
-  rm -f "$script" "$list"
+  rm -f "$tree"
   return $rc
 }
 if ! stage_list=$(read_stages) || [[ -z $stage_list ]]; then
-  echo "python-gpu: could not read the stage tree from stages/CMakeLists.txt with cmake -P" \
-    "(above)" >&2
+  echo "python-gpu: could not read the stage tree (stages/stage-tree.cmake, above)" >&2
   exit 1
 fi
 mapfile -t stages <<<"$stage_list"
