@@ -27,7 +27,7 @@
 
 #include "fsemu/access.hpp"
 #include "fsemu/profile.hpp"
-#include "fsemu/runtime.hpp"
+#include "fsemu/scheduler.hpp"
 
 namespace fsemu::profile {
 

@@ -10,7 +10,7 @@ namespace fsemu::profile {
 
 extern bool g_on;  // enable() was called
 
-// The launch and its blocks (cudart.cpp, runtime.cpp).
+// The launch and its blocks (cudart.cpp, scheduler.cpp).
 void launch_begin(const void* kernel, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                   unsigned by, unsigned bz, std::size_t smem);
 void launch_end(bool ok);

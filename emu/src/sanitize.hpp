@@ -70,7 +70,7 @@ inline void read_range(const void*, std::size_t) {}
 /// groups, which different CUDA threads touch through malloc and memcpy) are not the kernel's:
 /// each entry point from the device shim that keeps such state ignores them for its scope, and
 /// marks what the hardware would do for the thread (a copy landing, a TMA store reading shared
-/// memory) Visible. Scopes nest, per CUDA thread (fsemu/runtime.cpp keeps the depth).
+/// memory) Visible. Scopes nest, per CUDA thread (emu/src/scheduler.cpp keeps the depth).
 #if defined(FSEMU_TSAN)
 void ignore_begin();
 void ignore_end();

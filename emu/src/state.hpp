@@ -1,4 +1,4 @@
-// emu/src/state.hpp — what the device shim keeps per thread and per block (fsemu/runtime.hpp's
+// emu/src/state.hpp — what the device shim keeps per thread and per block (fsemu/scheduler.hpp's
 // ThreadExtra and BlockExtra): copies in flight, mbarriers, wgmma groups. Internal to emu/src.
 #pragma once
 
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "fsemu/model/mbarrier.hpp"
-#include "fsemu/runtime.hpp"
+#include "fsemu/scheduler.hpp"
 
 namespace fsemu {
 

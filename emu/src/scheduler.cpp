@@ -1,6 +1,6 @@
-// emu/src/runtime.cpp — blocks, thread fibers, the scheduler, barriers and collectives
-// (fsemu/runtime.hpp).
-#include "fsemu/runtime.hpp"
+// emu/src/scheduler.cpp — blocks, thread fibers, the scheduler, barriers and collectives
+// (fsemu/scheduler.hpp).
+#include "fsemu/scheduler.hpp"
 
 #include <boost/context/fiber.hpp>
 #include <boost/context/protected_fixedsize_stack.hpp>

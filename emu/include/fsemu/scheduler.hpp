@@ -1,4 +1,5 @@
-// emu/include/fsemu/runtime.hpp — the execution model of the CPU emulator.
+// emu/include/fsemu/scheduler.hpp — the execution model of the CPU emulator: blocks, thread
+// fibers, the scheduler, barriers and collectives (emu/src/scheduler.cpp).
 //
 // A launch runs its blocks one after another, in an order drawn from a seed (blocks run in any
 // order on the GPU, and a kernel must not depend on one). Inside a block every thread is its own
