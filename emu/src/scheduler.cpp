@@ -16,8 +16,8 @@
 #include <sstream>
 #include <vector>
 
+#include "fsemu/events.hpp"
 #include "fsemu/progress.hpp"
-#include "profile.hpp"
 #include "sanitize.hpp"
 #if defined(FSEMU_ASAN)
 #include <sanitizer/asan_interface.h>
@@ -319,10 +319,9 @@ void bar_sync(int id, int count, const char* what) {
   if (!all && (count % 32 != 0 || count > n))
     fault(std::string(what) + ": thread count " + std::to_string(count) +
           " is not a multiple of 32 no larger than the block (" + std::to_string(n) + ")");
-  profile::sync(__builtin_return_address(0),
-                all ? profile::Sync::bar_sync : profile::Sync::bar_named_sync);
-  NamedBarrier& bar = b.bars[id];
   const int expected = all ? n : count;
+  events::barrier(events::Barrier{__builtin_return_address(0), id, expected, all, false});
+  NamedBarrier& bar = b.bars[id];
   if (bar.arrived > 0 && bar.expected != expected)
     fault(std::string(what) + ": barrier " + std::to_string(id) + " used with " +
           std::to_string(expected) + " threads while " + std::to_string(bar.arrived) +
@@ -336,7 +335,7 @@ void bar_sync(int id, int count, const char* what) {
     bar.arrived = 0;
     ++bar.generation;
     sanitize::acquire(sync);
-    if (all) profile::block_converged();
+    if (all) events::block_converged();
     return;
   }
   // (Barrier 0 completes also when its last missing threads exit: see the thread's exit.)
@@ -357,7 +356,7 @@ void bar_arrive(int id, int count, const char* what) {
           ": bar.arrive needs a barrier id in 1..15 and a thread count that is a "
           "multiple of 32 (got id " +
           std::to_string(id) + ", count " + std::to_string(count) + ")");
-  profile::sync(__builtin_return_address(0), profile::Sync::bar_arrive);
+  events::barrier(events::Barrier{__builtin_return_address(0), id, count, false, true});
   NamedBarrier& bar = b.bars[id];
   if (bar.arrived > 0 && bar.expected != count)
     fault(std::string(what) + ": barrier " + std::to_string(id) + " used with " +
@@ -410,7 +409,7 @@ void collective(Scope scope, std::uint32_t mask, const char* what, void* my_args
     sanitize::acquire(sync);
     if (warp) {
       fn(c.args);  // WMMA's loads and stores are the warp's accesses
-      if (mask == 0xffffffffu) profile::warp_converged(group);
+      if (mask == 0xffffffffu) events::warp_converged(group);
     } else {  // wgmma (which marks its operand reads itself: async.cpp) and setmaxnreg
       const sanitize::IgnoreAccesses bookkeeping;
       fn(c.args);
@@ -649,6 +648,7 @@ bool run_block(Block& b, const std::function<void()>& body, std::mt19937_64& rng
     delete_block_extra(b.extra);
     b.extra = nullptr;
   }
+  events::block_end();
   return b.failure.empty();
 }
 
@@ -772,11 +772,10 @@ std::string run_grid(const LaunchConfig& config, const std::function<void()>& bo
     b.window.size = static_cast<std::uint32_t>(window);
     std::memset(b.window.base, 0xFF, b.window.size);
     b.dynamic_offset = kDynamicSmemOffset;
-    if (!profile::run_block(id, nblocks)) continue;
+    if (config.run_block && !config.run_block(id, nblocks)) continue;
     poison_window(b);
-    profile::block_begin(static_cast<int>(nthreads));
+    events::block_begin(events::Block{b.idx, static_cast<int>(nthreads)});
     const bool ok = run_block(b, body, rng);
-    profile::block_end();
     unpoison_window(b);
     if (!ok) {
       failure = b.failure;

@@ -107,6 +107,9 @@ struct LaunchConfig {
   dim3 grid;
   dim3 block;
   std::size_t dynamic_smem = 0;
+  /// Which blocks run, by linear block id among `blocks` (empty: all of them). The blocks not run
+  /// are skipped without a word (the profiler's sample: --profile-blocks).
+  std::function<bool(std::uint64_t id, std::uint64_t blocks)> run_block;
 };
 std::string run_grid(const LaunchConfig& config, const std::function<void()>& body);
 
