@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fsemu/access.hpp"
+#include "fsemu/events.hpp"
 #include "fsemu/model/fault.hpp"
 #include "state.hpp"
 
@@ -120,6 +121,25 @@ void on_access(void*, const access::Access& a) {
   }
 }
 
+// The tracking ends with the block.
+void end_tracking() {
+  if (!g_state) return;
+  access::detach(g_state->observer);
+  delete g_state;
+  g_state = nullptr;
+  g_tracking = false;
+}
+
+// The scheduler's events (fsemu/events.hpp), observed while a block is tracked.
+class SchedulerEvents final : public events::Observer {
+ public:
+  void block_end() override {
+    events::unsubscribe(this);
+    end_tracking();
+  }
+};
+SchedulerEvents g_events;
+
 }  // namespace
 
 void release_tracked(const void* sync) {
@@ -135,10 +155,10 @@ void acquire_tracked(const void* sync) {
 
 std::uint32_t begin_wgmma(int warpgroup, int n, bool a_shared, const void* pc) {
   if (!g_state) {
-    block_extra();  // its end (delete_block_extra) ends the tracking
     g_state = new State;
     g_state->window_bytes = shared_window().size;
     g_state->observer = access::attach(on_access, nullptr);
+    events::subscribe(&g_events);  // until the block ends
     g_tracking = true;
   }
   if (g_state->shadow.size() <= static_cast<std::size_t>(warpgroup))
@@ -168,14 +188,6 @@ void check_shared_write(std::uint32_t addr, std::uint32_t bytes, const char* wri
   const std::string c = conflict(addr, bytes, thread_extra().known);
   if (!c.empty())
     fault(std::string(writer) + " issued at " + access::describe_pc(pc) + " writes " + c);
-}
-
-void block_end() {
-  if (!g_state) return;
-  access::detach(g_state->observer);
-  delete g_state;
-  g_state = nullptr;
-  g_tracking = false;
 }
 
 }  // namespace fsemu::lifetime

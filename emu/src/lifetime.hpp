@@ -22,7 +22,8 @@
 //    races with the wgmma's read. So is an ordinary store into the accumulator or A-operand
 //    registers of a wgmma of the writing thread that is still in flight.
 //
-// Nothing is tracked in a block until it issues its first wgmma.
+// Nothing is tracked in a block until it issues its first wgmma; from then until the block ends
+// (the scheduler's event, fsemu/events.hpp) its stores are observed (fsemu/access.hpp).
 #pragma once
 
 #include <cstdint>
@@ -57,7 +58,5 @@ void waited(ThreadExtra& t, int warp, std::uint32_t seq);
 /// issue at `pc` on): faults if a wgmma it does not know to be complete may still read a byte.
 void check_shared_write(std::uint32_t addr, std::uint32_t bytes, const char* writer,
                         const void* pc);
-/// The block ends: drop its state.
-void block_end();
 
 }  // namespace fsemu::lifetime

@@ -42,7 +42,6 @@ struct Thread {
   const std::uint64_t* watch = nullptr;  // it waits until *watch != watch_value (a generation)
   std::uint64_t watch_value = 0;
   std::function<std::string()> what;
-  ThreadExtra* extra = nullptr;
   bctx::stack_context stack{};  // its fiber's stack (the sanitizer builds announce switches to it)
 #if defined(FSEMU_ASAN)
   void* fake_stack = nullptr;  // ASan's fake stack of the thread while it is switched out
@@ -84,7 +83,6 @@ struct Block {
   std::vector<Collective> warps, warpgroups;
   std::vector<std::uint8_t> window_storage;
   model::SharedWindow window;
-  BlockExtra* extra = nullptr;
   std::string failure;                              // set by the first fault
   std::size_t dynamic_offset = kDynamicSmemOffset;  // where the dynamic shared memory starts
   char exit_sync = 0;  // TSan: every thread's exit happens before the block's end
@@ -429,23 +427,6 @@ void collective(Scope scope, std::uint32_t mask, const char* what, void* my_args
   sanitize::acquire(sync);
 }
 
-ThreadExtra& thread_extra() {
-  Thread& t = current();
-  if (!t.extra) {
-    const sanitize::IgnoreAccesses bookkeeping;
-    t.extra = new_thread_extra();
-  }
-  return *t.extra;
-}
-BlockExtra& block_extra() {
-  Block& b = block();
-  if (!b.extra) {
-    const sanitize::IgnoreAccesses bookkeeping;
-    b.extra = new_block_extra();
-  }
-  return *b.extra;
-}
-
 std::uint64_t schedule_seed() {
   static const std::uint64_t seed = [] {
     const char* s = std::getenv("FSEMU_SEED");
@@ -489,7 +470,7 @@ bool run_block(Block& b, const std::function<void()>& body, std::mt19937_64& rng
           try {
             if (b.failure.empty()) {  // else the block failed before this thread ever ran
               body();
-              on_thread_exit(self_ptr->extra);
+              events::thread_exit();  // observers check what the thread leaves (may fault)
             }
           } catch (const bctx::detail::forced_unwind&) {
             throw;
@@ -615,9 +596,9 @@ bool run_block(Block& b, const std::function<void()>& body, std::mt19937_64& rng
                   std::to_string(b.idx.z) + "): " + s.str();
     }
   }
-  if (b.failure.empty() && b.extra) {
+  if (b.failure.empty()) {
     try {
-      on_block_exit();
+      events::block_exit();  // observers check what the block leaves (may fault)
     } catch (const LaunchAborted&) {
     } catch (const model::Fault& f) {
       if (b.failure.empty()) b.failure = f.what();
@@ -641,14 +622,8 @@ bool run_block(Block& b, const std::function<void()>& body, std::mt19937_64& rng
     b.current = nullptr;
   }
   sanitize::acquire(&b.exit_sync);
-  for (auto& t : b.threads)
-    if (t->extra) delete_thread_extra(t->extra);
   b.threads.clear();
-  if (b.extra) {
-    delete_block_extra(b.extra);
-    b.extra = nullptr;
-  }
-  events::block_end();
+  events::block_end();  // observers drop what they kept for the block
   return b.failure.empty();
 }
 

@@ -1,5 +1,7 @@
-// emu/src/state.hpp — what the device shim keeps per thread and per block (fsemu/scheduler.hpp's
-// ThreadExtra and BlockExtra): copies in flight, mbarriers, wgmma groups. Internal to emu/src.
+// emu/src/state.hpp — what the device shim keeps per thread and per block beyond the scheduler's
+// own (ThreadExtra, BlockExtra): copies in flight, mbarriers, wgmma groups, setmaxnreg's pool.
+// Created when a thread or block first needs it and dropped when the block ends (state.cpp).
+// Internal to emu/src.
 #pragma once
 
 #include <array>
@@ -80,6 +82,13 @@ struct BlockExtra {
   std::int64_t reg_pool = 0;  // the block's pool of registers released by setmaxnreg.dec
 };
 
+/// The running thread's state and its block's (state.cpp), created on first use.
+ThreadExtra& thread_extra();
+BlockExtra& block_extra();
+/// The same, or null where none was created (the running thread's: null outside a thread).
+ThreadExtra* find_thread_extra();
+BlockExtra* find_block_extra();
+
 /// The per-thread register count the running kernel is launched with: the count ptxas reported
 /// for it (the build's resources/<stage>.ptxas.txt, found by the kernel's name), else the most a
 /// block of its size can be given (65,536 registers, 8 per thread at a time). `source` says which.
@@ -90,8 +99,5 @@ struct KernelRegisters {
 const KernelRegisters& kernel_registers();
 /// The kernel function of the running launch (emu/src/cudart.cpp), or null.
 const void* running_kernel();
-
-/// Lands cp.async copies of `t` with id <= upto (all when upto is 0).
-void land_copies(ThreadExtra& t, std::uint64_t upto);
 
 }  // namespace fsemu

@@ -86,21 +86,6 @@ void collective(Scope scope, std::uint32_t mask, const char* what, Arg& mine, F&
              [&](void* const* args) { fn(reinterpret_cast<Arg* const*>(args)); });
 }
 
-/// Per-thread and per-block state the device shim keeps (async copies, pipelines, wgmma groups,
-/// mbarriers); defined in the shim's implementation, created on first use, dropped with the block.
-struct ThreadExtra;
-struct BlockExtra;
-ThreadExtra& thread_extra();
-BlockExtra& block_extra();
-/// Defined by the shim (emu/src/async.cpp): create and drop the extras, and check, when a thread
-/// exits and when a block ends, that nothing it started is left in flight (they may fault()).
-ThreadExtra* new_thread_extra();
-void delete_thread_extra(ThreadExtra* extra);
-BlockExtra* new_block_extra();
-void delete_block_extra(BlockExtra* extra);
-void on_thread_exit(ThreadExtra* extra);
-void on_block_exit();
-
 /// Runs body() as every thread of every block of the grid. Returns an empty string on success,
 /// else the failure report (also printed to stderr).
 struct LaunchConfig {
