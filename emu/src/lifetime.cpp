@@ -16,8 +16,6 @@
 
 namespace fsemu::lifetime {
 
-bool g_tracking = false;
-
 namespace {
 
 struct Record {  // one wgmma, by sequence number - 1
@@ -127,12 +125,22 @@ void end_tracking() {
   access::detach(g_state->observer);
   delete g_state;
   g_state = nullptr;
-  g_tracking = false;
 }
 
-// The scheduler's events (fsemu/events.hpp), observed while a block is tracked.
+// The scheduler's events (fsemu/events.hpp), observed while a block is tracked: the running
+// thread releases its knowledge into the synchronisation object `sync`, or acquires what others
+// released there; the block's end ends the tracking.
 class SchedulerEvents final : public events::Observer {
  public:
+  void release(const void* sync) override {
+    if (!in_thread()) return;
+    join(g_state->syncs[sync], thread_extra().known);
+  }
+  void acquire(const void* sync) override {
+    if (!in_thread()) return;
+    const auto it = g_state->syncs.find(sync);
+    if (it != g_state->syncs.end()) join(thread_extra().known, it->second);
+  }
   void block_end() override {
     events::unsubscribe(this);
     end_tracking();
@@ -142,24 +150,12 @@ SchedulerEvents g_events;
 
 }  // namespace
 
-void release_tracked(const void* sync) {
-  if (!in_thread()) return;
-  join(g_state->syncs[sync], thread_extra().known);
-}
-
-void acquire_tracked(const void* sync) {
-  if (!in_thread()) return;
-  const auto it = g_state->syncs.find(sync);
-  if (it != g_state->syncs.end()) join(thread_extra().known, it->second);
-}
-
 std::uint32_t begin_wgmma(int warpgroup, int n, bool a_shared, const void* pc) {
   if (!g_state) {
     g_state = new State;
     g_state->window_bytes = shared_window().size;
     g_state->observer = access::attach(on_access, nullptr);
     events::subscribe(&g_events);  // until the block ends
-    g_tracking = true;
   }
   if (g_state->shadow.size() <= static_cast<std::size_t>(warpgroup))
     g_state->shadow.resize(static_cast<std::size_t>(warpgroup) + 1);

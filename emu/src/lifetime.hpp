@@ -13,9 +13,10 @@
 //    rows 16w .. 16w+15).
 //  * A thread knows, per warp of the block, up to which sequence number that warp's wgmmas have
 //    completed: its own warp's from its own wgmma.wait_group, the others' only through the
-//    emulator's synchronisation (barriers, warp collectives, mbarrier arrivals and waits: the same
-//    release / acquire points that order accesses for ThreadSanitizer, sanitize.hpp), which
-//    carries that knowledge as a vector clock carries time.
+//    emulator's synchronisation (barriers, warp collectives, mbarrier arrivals and waits: the
+//    happens-before events of fsemu/events.hpp, the same release / acquire points that order
+//    accesses for ThreadSanitizer, sanitize.hpp), which carries that knowledge as a vector clock
+//    carries time.
 //  * A write into a marked byte — an ordinary store (seen through fsemu/access.hpp), a TMA load or
 //    a cp.async at its issue (it may land at any moment from then on) — by a thread that does not
 //    know the wgmma has completed in every warp that reads the byte is a fault: on the GPU it
@@ -33,18 +34,6 @@ struct ThreadExtra;
 }
 
 namespace fsemu::lifetime {
-
-extern bool g_tracking;  // the running block has issued a wgmma
-void release_tracked(const void* sync);
-void acquire_tracked(const void* sync);
-/// The running thread releases its knowledge into the synchronisation object `sync` (any
-/// address that names it), or acquires what others released there.
-inline void release(const void* sync) {
-  if (g_tracking) release_tracked(sync);
-}
-inline void acquire(const void* sync) {
-  if (g_tracking) acquire_tracked(sync);
-}
 
 /// A wgmma of `warpgroup` is issued (called once, by the thread that computes it): returns its
 /// sequence number. `pc` is where the kernel issued it.
