@@ -17,6 +17,7 @@
 #include "fsemu/launch.hpp"
 #include "fsemu/model/tma.hpp"
 #include "profile.hpp"
+#include "registers.hpp"
 
 namespace {
 

@@ -7,7 +7,6 @@
 #include <array>
 #include <cstdint>
 #include <map>
-#include <string>
 #include <vector>
 
 #include "fsemu/model/mbarrier.hpp"
@@ -88,16 +87,5 @@ BlockExtra& block_extra();
 /// The same, or null where none was created (the running thread's: null outside a thread).
 ThreadExtra* find_thread_extra();
 BlockExtra* find_block_extra();
-
-/// The per-thread register count the running kernel is launched with: the count ptxas reported
-/// for it (the build's resources/<stage>.ptxas.txt, found by the kernel's name), else the most a
-/// block of its size can be given (65,536 registers, 8 per thread at a time). `source` says which.
-struct KernelRegisters {
-  int count;
-  std::string source;
-};
-const KernelRegisters& kernel_registers();
-/// The kernel function of the running launch (emu/src/cudart.cpp), or null.
-const void* running_kernel();
 
 }  // namespace fsemu
