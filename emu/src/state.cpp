@@ -12,7 +12,7 @@
 namespace fsemu {
 namespace {
 
-// The running block's state, subscribed to the scheduler's events from its first use on.
+// The running block's state, subscribed to the scheduler's events from its first creation on.
 class BlockState final : public events::Observer {
  public:
   std::vector<std::unique_ptr<ThreadExtra>> threads;  // by linear thread index; null until used
@@ -23,19 +23,20 @@ class BlockState final : public events::Observer {
     block.reset();
   }
 };
+BlockState g_state;
 
-BlockState& state() {
-  static BlockState s;
-  static const bool subscribed = (events::subscribe(&s), true);
+// The state, about to be created in: from now on it is dropped at every block's end.
+BlockState& creating() {
+  static const bool subscribed = (events::subscribe(&g_state), true);
   (void)subscribed;
-  return s;
+  return g_state;
 }
 
 }  // namespace
 
 ThreadExtra& thread_extra() {
   const ThreadInfo& t = self();
-  BlockState& s = state();
+  BlockState& s = creating();
   if (s.threads.empty())
     s.threads.resize(std::size_t{t.block_dim.x} * t.block_dim.y * t.block_dim.z);
   std::unique_ptr<ThreadExtra>& mine = s.threads[static_cast<std::size_t>(t.linear)];
@@ -47,7 +48,7 @@ ThreadExtra& thread_extra() {
 }
 
 BlockExtra& block_extra() {
-  BlockState& s = state();
+  BlockState& s = creating();
   if (!s.block) {
     const sanitize::IgnoreAccesses bookkeeping;
     s.block = std::make_unique<BlockExtra>();
@@ -57,13 +58,13 @@ BlockExtra& block_extra() {
 
 ThreadExtra* find_thread_extra() {
   if (!in_thread()) return nullptr;
-  const std::vector<std::unique_ptr<ThreadExtra>>& threads = state().threads;
+  const std::vector<std::unique_ptr<ThreadExtra>>& threads = g_state.threads;
   const auto i = static_cast<std::size_t>(self().linear);
   return i < threads.size() ? threads[i].get() : nullptr;
 }
 
 BlockExtra* find_block_extra() {
-  return state().block.get();
+  return g_state.block.get();
 }
 
 }  // namespace fsemu
