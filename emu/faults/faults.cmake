@@ -362,7 +362,7 @@ flashsteps_fault(07c_setmaxnreg_inc_beyond_pool STAGE 07c_overlap
   TESTS "a non-default softmax scale")
 
 # ---- Missing barriers between warps that run in step (caught since the scheduler lets each
-# warp run ahead of the others: emu/src/runtime.cpp, run_block) -------------------------------
+# warp run ahead of the others: emu/src/scheduler.cpp, run_block) -----------------------------
 flashsteps_fault(03_missing_barrier_a STAGE 03_online_softmax
   BREAKS "no barrier (A): warps multiply with K_j rows other warps have not loaded yet"
   FROM [=[    __syncthreads();  // (A) K_j is complete before any warp multiplies with it]=]

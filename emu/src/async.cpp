@@ -1,12 +1,14 @@
 // emu/src/async.cpp — cp.async groups, mbarriers, TMA and the proxy fence (fsemu/async.hpp), over
-// the models of fsemu/model/mbarrier.hpp and fsemu/model/tma.hpp; and the end-of-thread and
-// end-of-block checks that nothing is left in flight.
+// the models of fsemu/model/mbarrier.hpp and fsemu/model/tma.hpp; and, observing the scheduler's
+// events (fsemu/events.hpp), the end-of-thread and end-of-block checks that nothing is left in
+// flight.
 #include "fsemu/async.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <string>
 
+#include "fsemu/events.hpp"
 #include "fsemu/model/tma.hpp"
 #include "lifetime.hpp"
 #include "profile.hpp"
@@ -51,6 +53,18 @@ void land(const PendingCopy& c) {
   const sanitize::Visible copy;  // the copy's accesses, as the thread that lands it
   std::memcpy(c.dst, c.src, c.src_bytes);
   std::memset(c.dst + c.src_bytes, 0, c.bytes - c.src_bytes);
+}
+
+// Lands cp.async copies of `t` with id <= upto (all when upto is 0).
+void land_copies(ThreadExtra& t, std::uint64_t upto) {
+  std::vector<PendingCopy> keep;
+  for (const PendingCopy& c : t.copies) {
+    if (upto == 0 || c.id <= upto)
+      land(c);
+    else
+      keep.push_back(c);
+  }
+  t.copies = std::move(keep);
 }
 
 MBar& mbar(std::uint64_t* p, const char* what) {
@@ -124,34 +138,18 @@ void settle(MBar& b, std::uint32_t addr) {
   if (landing) sanitize::release(sync(b, parity));
 }
 
-}  // namespace
+// What a thread or a block leaves in flight when it ends (a fault), as an observer of the
+// scheduler's events for the whole program: subscribed when the program starts.
+class InFlightChecks final : public events::Observer {
+ public:
+  InFlightChecks() { events::subscribe(this); }
+  void thread_exit() override;
+  void block_exit() override;
+};
+InFlightChecks g_in_flight_checks;
 
-void land_copies(ThreadExtra& t, std::uint64_t upto) {
-  std::vector<PendingCopy> keep;
-  for (const PendingCopy& c : t.copies) {
-    if (upto == 0 || c.id <= upto)
-      land(c);
-    else
-      keep.push_back(c);
-  }
-  t.copies = std::move(keep);
-}
-
-ThreadExtra* new_thread_extra() {
-  return new ThreadExtra;
-}
-void delete_thread_extra(ThreadExtra* t) {
-  delete t;
-}
-BlockExtra* new_block_extra() {
-  return new BlockExtra;
-}
-void delete_block_extra(BlockExtra* b) {
-  lifetime::block_end();
-  delete b;
-}
-
-void on_thread_exit(ThreadExtra* t) {
+void InFlightChecks::thread_exit() {
+  ThreadExtra* const t = find_thread_extra();
   if (!t) return;
   const sanitize::IgnoreAccesses bookkeeping;
   // Copies an mbarrier arrival tracks land when that barrier is waited on; any other copy the
@@ -175,8 +173,10 @@ void on_thread_exit(ThreadExtra* t) {
           " wgmma.mma_async results it never waited for (wgmma.wait_group)");
 }
 
-void on_block_exit() {
-  for (auto& [addr, b] : block_extra().bars) {
+void InFlightChecks::block_exit() {
+  BlockExtra* const extra = find_block_extra();
+  if (!extra) return;
+  for (auto& [addr, b] : extra->bars) {
     if (!b.loads.empty())
       fault("the block ends with " + std::to_string(b.loads.size()) +
             " TMA loads into shared memory that nobody waited for (mbarrier at shared " +
@@ -186,6 +186,8 @@ void on_block_exit() {
             ") nobody waited on");
   }
 }
+
+}  // namespace
 
 namespace async {
 

@@ -17,6 +17,7 @@
 #include "fsemu/launch.hpp"
 #include "fsemu/model/tma.hpp"
 #include "profile.hpp"
+#include "registers.hpp"
 
 namespace {
 
@@ -65,6 +66,7 @@ cudaError_t launch(const void* kernel, dim3 grid, dim3 block, std::size_t smem, 
   c.grid = grid;
   c.block = block;
   c.dynamic_smem = smem;
+  c.run_block = profile::run_block;  // every block, or the profile's sample
   g_kernel = kernel;
   profile::launch_begin(kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem);
   g_failure = run_grid(c, body);

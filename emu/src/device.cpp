@@ -14,6 +14,7 @@
 #include "fsemu/wmma.hpp"
 #include "lifetime.hpp"
 #include "profile.hpp"
+#include "registers.hpp"
 #include "state.hpp"
 
 namespace fsemu {

@@ -10,12 +10,11 @@
 #include <vector>
 
 #include "fsemu/access.hpp"
+#include "fsemu/events.hpp"
 #include "fsemu/model/fault.hpp"
 #include "state.hpp"
 
 namespace fsemu::lifetime {
-
-bool g_tracking = false;
 
 namespace {
 
@@ -120,26 +119,43 @@ void on_access(void*, const access::Access& a) {
   }
 }
 
+// The tracking ends with the block.
+void end_tracking() {
+  if (!g_state) return;
+  access::detach(g_state->observer);
+  delete g_state;
+  g_state = nullptr;
+}
+
+// The scheduler's events (fsemu/events.hpp), observed while a block is tracked: the running
+// thread releases its knowledge into the synchronisation object `sync`, or acquires what others
+// released there; the block's end ends the tracking.
+class SchedulerEvents final : public events::Observer {
+ public:
+  void release(const void* sync) override {
+    if (!in_thread()) return;
+    join(g_state->syncs[sync], thread_extra().known);
+  }
+  void acquire(const void* sync) override {
+    if (!in_thread()) return;
+    const auto it = g_state->syncs.find(sync);
+    if (it != g_state->syncs.end()) join(thread_extra().known, it->second);
+  }
+  void block_end() override {
+    events::unsubscribe(this);
+    end_tracking();
+  }
+};
+SchedulerEvents g_events;
+
 }  // namespace
-
-void release_tracked(const void* sync) {
-  if (!in_thread()) return;
-  join(g_state->syncs[sync], thread_extra().known);
-}
-
-void acquire_tracked(const void* sync) {
-  if (!in_thread()) return;
-  const auto it = g_state->syncs.find(sync);
-  if (it != g_state->syncs.end()) join(thread_extra().known, it->second);
-}
 
 std::uint32_t begin_wgmma(int warpgroup, int n, bool a_shared, const void* pc) {
   if (!g_state) {
-    block_extra();  // its end (delete_block_extra) ends the tracking
     g_state = new State;
     g_state->window_bytes = shared_window().size;
     g_state->observer = access::attach(on_access, nullptr);
-    g_tracking = true;
+    events::subscribe(&g_events);  // until the block ends
   }
   if (g_state->shadow.size() <= static_cast<std::size_t>(warpgroup))
     g_state->shadow.resize(static_cast<std::size_t>(warpgroup) + 1);
@@ -168,14 +184,6 @@ void check_shared_write(std::uint32_t addr, std::uint32_t bytes, const char* wri
   const std::string c = conflict(addr, bytes, thread_extra().known);
   if (!c.empty())
     fault(std::string(writer) + " issued at " + access::describe_pc(pc) + " writes " + c);
-}
-
-void block_end() {
-  if (!g_state) return;
-  access::detach(g_state->observer);
-  delete g_state;
-  g_state = nullptr;
-  g_tracking = false;
 }
 
 }  // namespace fsemu::lifetime

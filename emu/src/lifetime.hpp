@@ -13,16 +13,18 @@
 //    rows 16w .. 16w+15).
 //  * A thread knows, per warp of the block, up to which sequence number that warp's wgmmas have
 //    completed: its own warp's from its own wgmma.wait_group, the others' only through the
-//    emulator's synchronisation (barriers, warp collectives, mbarrier arrivals and waits: the same
-//    release / acquire points that order accesses for ThreadSanitizer, sanitize.hpp), which
-//    carries that knowledge as a vector clock carries time.
+//    emulator's synchronisation (barriers, warp collectives, mbarrier arrivals and waits: the
+//    happens-before events of fsemu/events.hpp, the same release / acquire points that order
+//    accesses for ThreadSanitizer, sanitize.hpp), which carries that knowledge as a vector clock
+//    carries time.
 //  * A write into a marked byte — an ordinary store (seen through fsemu/access.hpp), a TMA load or
 //    a cp.async at its issue (it may land at any moment from then on) — by a thread that does not
 //    know the wgmma has completed in every warp that reads the byte is a fault: on the GPU it
 //    races with the wgmma's read. So is an ordinary store into the accumulator or A-operand
 //    registers of a wgmma of the writing thread that is still in flight.
 //
-// Nothing is tracked in a block until it issues its first wgmma.
+// Nothing is tracked in a block until it issues its first wgmma; from then until the block ends
+// (the scheduler's event, fsemu/events.hpp) its stores are observed (fsemu/access.hpp).
 #pragma once
 
 #include <cstdint>
@@ -32,18 +34,6 @@ struct ThreadExtra;
 }
 
 namespace fsemu::lifetime {
-
-extern bool g_tracking;  // the running block has issued a wgmma
-void release_tracked(const void* sync);
-void acquire_tracked(const void* sync);
-/// The running thread releases its knowledge into the synchronisation object `sync` (any
-/// address that names it), or acquires what others released there.
-inline void release(const void* sync) {
-  if (g_tracking) release_tracked(sync);
-}
-inline void acquire(const void* sync) {
-  if (g_tracking) acquire_tracked(sync);
-}
 
 /// A wgmma of `warpgroup` is issued (called once, by the thread that computes it): returns its
 /// sequence number. `pc` is where the kernel issued it.
@@ -57,7 +47,5 @@ void waited(ThreadExtra& t, int warp, std::uint32_t seq);
 /// issue at `pc` on): faults if a wgmma it does not know to be complete may still read a byte.
 void check_shared_write(std::uint32_t addr, std::uint32_t bytes, const char* writer,
                         const void* pc);
-/// The block ends: drop its state.
-void block_end();
 
 }  // namespace fsemu::lifetime

@@ -26,8 +26,9 @@
 #include <vector>
 
 #include "fsemu/access.hpp"
+#include "fsemu/events.hpp"
 #include "fsemu/profile.hpp"
-#include "fsemu/runtime.hpp"
+#include "fsemu/scheduler.hpp"
 
 namespace fsemu::profile {
 
@@ -420,20 +421,6 @@ const char* const kWidthNames[5] = {"8", "16", "32", "64", "128"};
 
 }  // namespace
 
-void enable(const Options& options) {
-  g_options = options;
-  if (!g_on) {  // every ordinary load and store of the kernels (fsemu/access.hpp)
-    fsemu::access::attach(
-        [](void*, const fsemu::access::Access& a) {
-          if (in_thread()) access(a.pc, a.addr, a.size, a.write);
-        },
-        nullptr);
-  }
-  g_on = true;
-}
-bool enabled() {
-  return g_on;
-}
 const std::vector<Launch>& launches() {
   return g_launches;
 }
@@ -470,6 +457,10 @@ bool run_block(std::uint64_t id, std::uint64_t blocks) {
   return k < n && k * blocks / n == id;
 }
 
+namespace {
+
+// A block begins, ends; every lane of warp `warp` (or every thread of the block) reached the same
+// synchronisation: the per-lane occurrence counts of the grouping start again (README).
 void block_begin(int threads) {
   if (!g_on) return;
   const int warps = (threads + 31) / 32;
@@ -497,6 +488,37 @@ void block_converged() {
   if (!g_on) return;
   for (Warp& w : g_block.warps)
     flush_warp(w);
+}
+
+// The scheduler's events (fsemu/events.hpp), observed from enable() on.
+class SchedulerEvents final : public events::Observer {
+ public:
+  void block_begin(const events::Block& b) override { profile::block_begin(b.threads); }
+  void block_end() override { profile::block_end(); }
+  void barrier(const events::Barrier& b) override {
+    sync(b.site, b.arrive ? Sync::bar_arrive : b.all ? Sync::bar_sync : Sync::bar_named_sync);
+  }
+  void block_converged() override { profile::block_converged(); }
+  void warp_converged(int warp) override { profile::warp_converged(warp); }
+};
+SchedulerEvents g_events;
+
+}  // namespace
+
+void enable(const Options& options) {
+  g_options = options;
+  if (!g_on) {  // every ordinary load and store of the kernels (fsemu/access.hpp)
+    fsemu::access::attach(
+        [](void*, const fsemu::access::Access& a) {
+          if (in_thread()) access(a.pc, a.addr, a.size, a.write);
+        },
+        nullptr);
+    events::subscribe(&g_events);  // the scheduler's blocks, barriers and convergences
+  }
+  g_on = true;
+}
+bool enabled() {
+  return g_on;
 }
 
 void warp_op(Op op) {

@@ -10,17 +10,14 @@ namespace fsemu::profile {
 
 extern bool g_on;  // enable() was called
 
-// The launch and its blocks (cudart.cpp, runtime.cpp).
+// The launch (cudart.cpp). The blocks, barriers and convergences come from the scheduler's
+// events (fsemu/events.hpp), which the counters observe from enable() on.
 void launch_begin(const void* kernel, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                   unsigned by, unsigned bz, std::size_t smem);
 void launch_end(bool ok);
-bool run_block(std::uint64_t linear_id, std::uint64_t blocks);  // false: skip (sampling)
-void block_begin(int threads);
-void block_end();
-// Every lane of warp `warp` (or, for block_converged, every thread of the block) reached the
-// same synchronisation: the per-lane occurrence counts of the grouping start again (README).
-void warp_converged(int warp);
-void block_converged();
+// Whether block `linear_id` of `blocks` runs: the sample of Options::sample_blocks (the launch's
+// LaunchConfig::run_block).
+bool run_block(std::uint64_t linear_id, std::uint64_t blocks);
 
 // Device memory, to tell global accesses from the thread's own stack (cudart.cpp).
 void note_allocation(const void* p, std::size_t bytes);
@@ -38,7 +35,8 @@ void wmma_move(bool store, const void* p, unsigned ldm, int elem_bytes, bool col
 /// wgmma.mma_async m64n{n}k16: shared operand bytes read through the async proxy.
 void wgmma(int n, bool a_from_shared);
 
-// Per-thread instructions, grouped into warp instructions by (warp, site, occurrence).
+// Per-thread instructions, grouped into warp instructions by (warp, site, occurrence); the
+// barriers' come from the scheduler's events, the mbarriers' from async.cpp.
 void cp_async(const void* site, std::uint32_t smem_addr, const void* src, std::size_t bytes,
               std::size_t src_bytes);
 enum class Sync { bar_sync, bar_named_sync, bar_arrive, mbarrier_wait, mbarrier_arrive };

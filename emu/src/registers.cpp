@@ -1,5 +1,7 @@
-// emu/src/registers.cpp — the register count a kernel is launched with (state.hpp,
-// kernel_registers): what setmaxnreg's first change of a warpgroup starts from.
+// emu/src/registers.cpp — the register count a kernel is launched with (registers.hpp): what
+// setmaxnreg's first change of a warpgroup starts from.
+#include "registers.hpp"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -9,7 +11,7 @@
 #include <string>
 
 #include "fsemu/access.hpp"
-#include "state.hpp"
+#include "fsemu/scheduler.hpp"
 
 #ifndef FSEMU_PTXAS_REPORTS_DIR
 #define FSEMU_PTXAS_REPORTS_DIR ""

@@ -1,7 +1,8 @@
 // emu/src/sanitize.hpp — what the sanitizer builds of the emulator (emu/sanitize.cmake) tell
 // AddressSanitizer and ThreadSanitizer about the emulator's fibers and its synchronisation.
 // Internal to emu/src; every hook compiles to nothing in the ordinary build, but release() and
-// acquire(), which also carry the wgmma lifetimes' knowledge (lifetime.hpp) in every build.
+// acquire(), which are also the scheduler's happens-before events (fsemu/events.hpp: the wgmma
+// lifetimes observe them, lifetime.hpp) in every build.
 //
 //   FSEMU_ASAN  the emulator is compiled with -fsanitize=address (set from __SANITIZE_ADDRESS__):
 //               fiber stack switches are announced, the shared-memory window outside the
@@ -21,7 +22,7 @@
 
 #include <cstddef>
 
-#include "lifetime.hpp"
+#include "fsemu/events.hpp"
 
 #if defined(__SANITIZE_ADDRESS__) && !defined(FSEMU_ASAN)
 #define FSEMU_ASAN 1
@@ -44,16 +45,16 @@ void __tsan_write_range(void* addr, unsigned long size);
 namespace fsemu::sanitize {
 
 // The emulator's synchronisation points: a release by the running thread into the object `sync`
-// (any address that names it) happens before every later acquire of it. Every build carries the
-// wgmma lifetimes' knowledge through them (lifetime.hpp); the TSan build tells TSan too.
+// (any address that names it) happens before every later acquire of it. Every build publishes
+// them to the event observers (fsemu/events.hpp); the TSan build tells TSan too.
 inline void release(const void* sync) {
-  lifetime::release(sync);
+  events::release(sync);
 #if defined(FSEMU_TSAN)
   __tsan_release(const_cast<void*>(sync));
 #endif
 }
 inline void acquire(const void* sync) {
-  lifetime::acquire(sync);
+  events::acquire(sync);
 #if defined(FSEMU_TSAN)
   __tsan_acquire(const_cast<void*>(sync));
 #endif
@@ -70,7 +71,7 @@ inline void read_range(const void*, std::size_t) {}
 /// groups, which different CUDA threads touch through malloc and memcpy) are not the kernel's:
 /// each entry point from the device shim that keeps such state ignores them for its scope, and
 /// marks what the hardware would do for the thread (a copy landing, a TMA store reading shared
-/// memory) Visible. Scopes nest, per CUDA thread (fsemu/runtime.cpp keeps the depth).
+/// memory) Visible. Scopes nest, per CUDA thread (emu/src/scheduler.cpp keeps the depth).
 #if defined(FSEMU_TSAN)
 void ignore_begin();
 void ignore_end();

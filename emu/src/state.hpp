@@ -1,15 +1,16 @@
-// emu/src/state.hpp — what the device shim keeps per thread and per block (fsemu/runtime.hpp's
-// ThreadExtra and BlockExtra): copies in flight, mbarriers, wgmma groups. Internal to emu/src.
+// emu/src/state.hpp — what the device shim keeps per thread and per block beyond the scheduler's
+// own (ThreadExtra, BlockExtra): copies in flight, mbarriers, wgmma groups, setmaxnreg's pool.
+// Created when a thread or block first needs it and dropped when the block ends (state.cpp).
+// Internal to emu/src.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <map>
-#include <string>
 #include <vector>
 
 #include "fsemu/model/mbarrier.hpp"
-#include "fsemu/runtime.hpp"
+#include "fsemu/scheduler.hpp"
 
 namespace fsemu {
 
@@ -80,18 +81,11 @@ struct BlockExtra {
   std::int64_t reg_pool = 0;  // the block's pool of registers released by setmaxnreg.dec
 };
 
-/// The per-thread register count the running kernel is launched with: the count ptxas reported
-/// for it (the build's resources/<stage>.ptxas.txt, found by the kernel's name), else the most a
-/// block of its size can be given (65,536 registers, 8 per thread at a time). `source` says which.
-struct KernelRegisters {
-  int count;
-  std::string source;
-};
-const KernelRegisters& kernel_registers();
-/// The kernel function of the running launch (emu/src/cudart.cpp), or null.
-const void* running_kernel();
-
-/// Lands cp.async copies of `t` with id <= upto (all when upto is 0).
-void land_copies(ThreadExtra& t, std::uint64_t upto);
+/// The running thread's state and its block's (state.cpp), created on first use.
+ThreadExtra& thread_extra();
+BlockExtra& block_extra();
+/// The same, or null where none was created (the running thread's: null outside a thread).
+ThreadExtra* find_thread_extra();
+BlockExtra* find_block_extra();
 
 }  // namespace fsemu

@@ -1,6 +1,6 @@
 // emu/include/fsemu/device.hpp — the built-in variables and intrinsics of CUDA C++ as the
 // emulator runs them (included through emu/shim/fsemu_device.hpp). Warp-synchronous intrinsics
-// are warp-collective operations (fsemu/runtime.hpp): every lane in the member mask must reach
+// are warp-collective operations (fsemu/scheduler.hpp): every lane in the member mask must reach
 // the same operation, and a lane outside the mask, or a source lane outside it, is a fault.
 #pragma once
 
@@ -13,7 +13,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "fsemu/runtime.hpp"
+#include "fsemu/scheduler.hpp"
 
 #define threadIdx (::fsemu::self().thread_idx)
 #define blockIdx (::fsemu::self().block_idx)

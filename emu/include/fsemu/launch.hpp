@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <functional>
 
-#include "fsemu/runtime.hpp"
+#include "fsemu/scheduler.hpp"
 
 namespace fsemu {
 

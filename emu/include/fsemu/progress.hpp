@@ -1,7 +1,7 @@
 // fsemu/progress.hpp — a launch's progress, on a terminal only.
 //
 // A large grid takes the emulator minutes (each CUDA thread a fiber, each instruction modelled).
-// run_grid (emu/src/runtime.cpp) keeps one Progress per launch: once the launch has run for
+// run_grid (emu/src/scheduler.cpp) keeps one Progress per launch: once the launch has run for
 // kQuietSeconds it rewrites one stderr line, at most every kEverySeconds,
 //
 //   fsemu: 120 of 600 blocks, 35.2 blocks/s, about 11 s left

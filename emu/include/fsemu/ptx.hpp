@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "fsemu/runtime.hpp"
+#include "fsemu/scheduler.hpp"
 
 namespace fsemu::ptx {
 

@@ -16,6 +16,7 @@
 #include "flashsteps/cuda/launch.cuh"
 #include "flashsteps/cuda/ptx.cuh"
 #include "fsemu/access.hpp"
+#include "fsemu/events.hpp"
 
 using Catch::Matchers::ContainsSubstring;
 
@@ -246,4 +247,74 @@ TEST_CASE("runtime: the kernels' loads and stores reach the access observers, wi
   CHECK_THAT(fsemu::access::describe_pc(seen.store_pc),
              ContainsSubstring("access_kernel") &&
                  ContainsSubstring("runtime_test.cu:" + std::to_string(kAccessStoreLine)));
+}
+
+TEST_CASE("runtime: the scheduler's thread, block and barrier events reach its observers") {
+  struct Seen final : fsemu::events::Observer {
+    int begun = 0, threads = 0, threads_exited = 0, blocks_exited = 0, ended = 0;
+    int syncs = 0, arrives = 0, barrier_ids = 0, blocks_converged = 0, warps_converged = 0;
+    int releases = 0, acquires = 0;
+    void block_begin(const fsemu::events::Block& b) override {
+      ++begun;
+      threads = b.threads;
+    }
+    void thread_exit() override { ++threads_exited; }
+    void block_exit() override { ++blocks_exited; }
+    void block_end() override { ++ended; }
+    void barrier(const fsemu::events::Barrier& b) override {
+      (b.arrive ? arrives : syncs) += 1;
+      barrier_ids |= 1 << b.id;
+    }
+    void block_converged() override { ++blocks_converged; }
+    void warp_converged(int) override { ++warps_converged; }
+    void release(const void*) override { ++releases; }
+    void acquire(const void*) override { ++acquires; }
+  };
+  std::vector<int> out(6 * 96, -1);
+  {  // bar.arrive by warp 0, bar.sync by warp 1, on barrier 2, in each of two blocks
+    Seen seen;
+    fsemu::events::subscribe(&seen);
+    const std::string failure = launch(named_barrier_kernel, 2, 64, 32 * sizeof(int), out.data());
+    fsemu::events::unsubscribe(&seen);
+    REQUIRE(failure.empty());
+    CHECK(seen.begun == 2);
+    CHECK(seen.threads == 64);
+    CHECK(seen.threads_exited == 2 * 64);
+    CHECK(seen.blocks_exited == 2);
+    CHECK(seen.ended == 2);
+    CHECK(seen.arrives == 2 * 32);
+    CHECK(seen.syncs == 2 * 32);
+    CHECK(seen.barrier_ids == 1 << 2);
+    CHECK(seen.blocks_converged == 0);  // not a __syncthreads
+    CHECK(seen.releases >= 2 * 64);     // every arrival releases
+    CHECK(seen.acquires >= 2 * 32);     // every bar.sync acquires
+  }
+  {  // one __syncthreads of three warps: the last to arrive completes it
+    Seen seen;
+    fsemu::events::subscribe(&seen);
+    const std::string failure = launch(neighbour_kernel, 1, 96, 96 * sizeof(int), out.data());
+    fsemu::events::unsubscribe(&seen);
+    REQUIRE(failure.empty());
+    CHECK(seen.syncs == 96);
+    CHECK(seen.barrier_ids == 1 << 0);
+    CHECK(seen.blocks_converged == 1);
+  }
+  {  // seven full-mask warp collectives (four shuffles, three votes) in one warp
+    Seen seen;
+    fsemu::events::subscribe(&seen);
+    const std::string failure = launch(shuffle_kernel, 1, 32, 0, out.data());
+    fsemu::events::unsubscribe(&seen);
+    REQUIRE(failure.empty());
+    CHECK(seen.warps_converged == 7);
+  }
+  {  // a block that fails does not exit, but it ends
+    Seen seen;
+    fsemu::events::subscribe(&seen);
+    const std::string failure = launch(deadlock_kernel, 1, 64, 0, out.data());
+    fsemu::events::unsubscribe(&seen);
+    CHECK_THAT(failure, ContainsSubstring("deadlock"));
+    CHECK(seen.begun == 1);
+    CHECK(seen.blocks_exited == 0);
+    CHECK(seen.ended == 1);
+  }
 }

@@ -1,6 +1,6 @@
-// emu/src/runtime.cpp — blocks, thread fibers, the scheduler, barriers and collectives
-// (fsemu/runtime.hpp).
-#include "fsemu/runtime.hpp"
+// emu/src/scheduler.cpp — blocks, thread fibers, the scheduler, barriers and collectives
+// (fsemu/scheduler.hpp).
+#include "fsemu/scheduler.hpp"
 
 #include <boost/context/fiber.hpp>
 #include <boost/context/protected_fixedsize_stack.hpp>
@@ -16,8 +16,8 @@
 #include <sstream>
 #include <vector>
 
+#include "fsemu/events.hpp"
 #include "fsemu/progress.hpp"
-#include "profile.hpp"
 #include "sanitize.hpp"
 #if defined(FSEMU_ASAN)
 #include <sanitizer/asan_interface.h>
@@ -42,7 +42,6 @@ struct Thread {
   const std::uint64_t* watch = nullptr;  // it waits until *watch != watch_value (a generation)
   std::uint64_t watch_value = 0;
   std::function<std::string()> what;
-  ThreadExtra* extra = nullptr;
   bctx::stack_context stack{};  // its fiber's stack (the sanitizer builds announce switches to it)
 #if defined(FSEMU_ASAN)
   void* fake_stack = nullptr;  // ASan's fake stack of the thread while it is switched out
@@ -84,7 +83,6 @@ struct Block {
   std::vector<Collective> warps, warpgroups;
   std::vector<std::uint8_t> window_storage;
   model::SharedWindow window;
-  BlockExtra* extra = nullptr;
   std::string failure;                              // set by the first fault
   std::size_t dynamic_offset = kDynamicSmemOffset;  // where the dynamic shared memory starts
   char exit_sync = 0;  // TSan: every thread's exit happens before the block's end
@@ -319,10 +317,9 @@ void bar_sync(int id, int count, const char* what) {
   if (!all && (count % 32 != 0 || count > n))
     fault(std::string(what) + ": thread count " + std::to_string(count) +
           " is not a multiple of 32 no larger than the block (" + std::to_string(n) + ")");
-  profile::sync(__builtin_return_address(0),
-                all ? profile::Sync::bar_sync : profile::Sync::bar_named_sync);
-  NamedBarrier& bar = b.bars[id];
   const int expected = all ? n : count;
+  events::barrier(events::Barrier{__builtin_return_address(0), id, expected, all, false});
+  NamedBarrier& bar = b.bars[id];
   if (bar.arrived > 0 && bar.expected != expected)
     fault(std::string(what) + ": barrier " + std::to_string(id) + " used with " +
           std::to_string(expected) + " threads while " + std::to_string(bar.arrived) +
@@ -336,7 +333,7 @@ void bar_sync(int id, int count, const char* what) {
     bar.arrived = 0;
     ++bar.generation;
     sanitize::acquire(sync);
-    if (all) profile::block_converged();
+    if (all) events::block_converged();
     return;
   }
   // (Barrier 0 completes also when its last missing threads exit: see the thread's exit.)
@@ -357,7 +354,7 @@ void bar_arrive(int id, int count, const char* what) {
           ": bar.arrive needs a barrier id in 1..15 and a thread count that is a "
           "multiple of 32 (got id " +
           std::to_string(id) + ", count " + std::to_string(count) + ")");
-  profile::sync(__builtin_return_address(0), profile::Sync::bar_arrive);
+  events::barrier(events::Barrier{__builtin_return_address(0), id, count, false, true});
   NamedBarrier& bar = b.bars[id];
   if (bar.arrived > 0 && bar.expected != count)
     fault(std::string(what) + ": barrier " + std::to_string(id) + " used with " +
@@ -410,7 +407,7 @@ void collective(Scope scope, std::uint32_t mask, const char* what, void* my_args
     sanitize::acquire(sync);
     if (warp) {
       fn(c.args);  // WMMA's loads and stores are the warp's accesses
-      if (mask == 0xffffffffu) profile::warp_converged(group);
+      if (mask == 0xffffffffu) events::warp_converged(group);
     } else {  // wgmma (which marks its operand reads itself: async.cpp) and setmaxnreg
       const sanitize::IgnoreAccesses bookkeeping;
       fn(c.args);
@@ -428,23 +425,6 @@ void collective(Scope scope, std::uint32_t mask, const char* what, void* my_args
            (c.warp ? "warp's lanes in the mask" : "warpgroup's 128 threads") + " have arrived)";
   });
   sanitize::acquire(sync);
-}
-
-ThreadExtra& thread_extra() {
-  Thread& t = current();
-  if (!t.extra) {
-    const sanitize::IgnoreAccesses bookkeeping;
-    t.extra = new_thread_extra();
-  }
-  return *t.extra;
-}
-BlockExtra& block_extra() {
-  Block& b = block();
-  if (!b.extra) {
-    const sanitize::IgnoreAccesses bookkeeping;
-    b.extra = new_block_extra();
-  }
-  return *b.extra;
 }
 
 std::uint64_t schedule_seed() {
@@ -490,7 +470,7 @@ bool run_block(Block& b, const std::function<void()>& body, std::mt19937_64& rng
           try {
             if (b.failure.empty()) {  // else the block failed before this thread ever ran
               body();
-              on_thread_exit(self_ptr->extra);
+              events::thread_exit();  // observers check what the thread leaves (may fault)
             }
           } catch (const bctx::detail::forced_unwind&) {
             throw;
@@ -616,9 +596,9 @@ bool run_block(Block& b, const std::function<void()>& body, std::mt19937_64& rng
                   std::to_string(b.idx.z) + "): " + s.str();
     }
   }
-  if (b.failure.empty() && b.extra) {
+  if (b.failure.empty()) {
     try {
-      on_block_exit();
+      events::block_exit();  // observers check what the block leaves (may fault)
     } catch (const LaunchAborted&) {
     } catch (const model::Fault& f) {
       if (b.failure.empty()) b.failure = f.what();
@@ -642,13 +622,8 @@ bool run_block(Block& b, const std::function<void()>& body, std::mt19937_64& rng
     b.current = nullptr;
   }
   sanitize::acquire(&b.exit_sync);
-  for (auto& t : b.threads)
-    if (t->extra) delete_thread_extra(t->extra);
   b.threads.clear();
-  if (b.extra) {
-    delete_block_extra(b.extra);
-    b.extra = nullptr;
-  }
+  events::block_end();  // observers drop what they kept for the block
   return b.failure.empty();
 }
 
@@ -772,11 +747,10 @@ std::string run_grid(const LaunchConfig& config, const std::function<void()>& bo
     b.window.size = static_cast<std::uint32_t>(window);
     std::memset(b.window.base, 0xFF, b.window.size);
     b.dynamic_offset = kDynamicSmemOffset;
-    if (!profile::run_block(id, nblocks)) continue;
+    if (config.run_block && !config.run_block(id, nblocks)) continue;
     poison_window(b);
-    profile::block_begin(static_cast<int>(nthreads));
+    events::block_begin(events::Block{b.idx, static_cast<int>(nthreads)});
     const bool ok = run_block(b, body, rng);
-    profile::block_end();
     unpoison_window(b);
     if (!ok) {
       failure = b.failure;

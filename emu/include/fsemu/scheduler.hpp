@@ -1,4 +1,5 @@
-// emu/include/fsemu/runtime.hpp — the execution model of the CPU emulator.
+// emu/include/fsemu/scheduler.hpp — the execution model of the CPU emulator: blocks, thread
+// fibers, the scheduler, barriers and collectives (emu/src/scheduler.cpp).
 //
 // A launch runs its blocks one after another, in an order drawn from a seed (blocks run in any
 // order on the GPU, and a kernel must not depend on one). Inside a block every thread is its own
@@ -85,27 +86,15 @@ void collective(Scope scope, std::uint32_t mask, const char* what, Arg& mine, F&
              [&](void* const* args) { fn(reinterpret_cast<Arg* const*>(args)); });
 }
 
-/// Per-thread and per-block state the device shim keeps (async copies, pipelines, wgmma groups,
-/// mbarriers); defined in the shim's implementation, created on first use, dropped with the block.
-struct ThreadExtra;
-struct BlockExtra;
-ThreadExtra& thread_extra();
-BlockExtra& block_extra();
-/// Defined by the shim (emu/src/async.cpp): create and drop the extras, and check, when a thread
-/// exits and when a block ends, that nothing it started is left in flight (they may fault()).
-ThreadExtra* new_thread_extra();
-void delete_thread_extra(ThreadExtra* extra);
-BlockExtra* new_block_extra();
-void delete_block_extra(BlockExtra* extra);
-void on_thread_exit(ThreadExtra* extra);
-void on_block_exit();
-
 /// Runs body() as every thread of every block of the grid. Returns an empty string on success,
 /// else the failure report (also printed to stderr).
 struct LaunchConfig {
   dim3 grid;
   dim3 block;
   std::size_t dynamic_smem = 0;
+  /// Which blocks run, by linear block id among `blocks` (empty: all of them). The blocks not run
+  /// are skipped without a word (the profiler's sample: --profile-blocks).
+  std::function<bool(std::uint64_t id, std::uint64_t blocks)> run_block;
 };
 std::string run_grid(const LaunchConfig& config, const std::function<void()>& body);
 
