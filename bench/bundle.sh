@@ -61,7 +61,7 @@ names=() baselines=()
 while IFS=$'\t' read -r n k r; do
   runner[$n]=$r
   if [[ $k == baseline ]]; then baselines+=("$n"); elif grep -qxF "$n" <<<"$picked"; then names+=("$n"); fi
-done < <(python3 "$tree_py" "$tree" field kind,runner)
+done < <(python3 "$tree_py" "$tree" field role,runner)
 [[ ${#names[@]} -gt 0 ]] || { echo "bundle.sh: --stages '$only' picks no stage" >&2; exit 2; }
 names+=("${baselines[@]}")
 

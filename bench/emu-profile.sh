@@ -94,7 +94,7 @@ for prov in "$run"/ncu_*.provenance.txt; do
   args=$(sed -n 's/^runner_args: //p' "$prov")
   [[ -n $binary && -n $args ]] || die "$prov lacks stage_binary or runner_args"
   runner="$runners/$(basename "$binary")"
-  # A stage renamed after the run (MEASURED_AS on its stages/CMakeLists.txt line) has a new runner:
+  # A stage renamed after the run (MEASURED_AS in its manifest) has a new runner:
   # the build's stage tree names it, and it wins over a runner of the old name left in the build
   # folder.
   if [[ -f $tree ]]; then
@@ -110,8 +110,8 @@ done
 # profile's shape has no causal mask and whole tiles (checked below for the mask), so every block
 # of these stages does the same work there too and --blocks scales exactly.
 [[ -f $tree ]] || { echo "emu-profile.sh: no $tree: only the profiled stages emulated" >&2; exit 0; }
-while IFS=$'\t' read -r stage kind runner file; do
-  [[ $kind == stage ]] || continue
+while IFS=$'\t' read -r stage role runner file; do
+  [[ $role == stage ]] || continue
   file=${file:-$stage}
   [[ -f $run/ncu_$file.provenance.txt ]] && continue
   [[ -n $runner ]] || die "$tree: stage $stage has no runner"
@@ -135,4 +135,4 @@ while IFS=$'\t' read -r stage kind runner file; do
     paste -sd ',' | sed 's/,/, /g')
   emulate "$runners/$runner" "$args" "$file" "" \
     "not_profiled: not profiled by the run: at the shape of ncu_$afile's profile ($shape; $ancestor is its nearest profiled ancestor); no causal mask and whole tiles, so every block does the same work"
-done < <(python3 "$tree_py" "$tree" field kind,runner,measured_as)
+done < <(python3 "$tree_py" "$tree" field role,runner,measured_as)

@@ -3,7 +3,9 @@
 // as Google Benchmark JSON with names <stage>/b<B>_h<H>_sq<Sq>_skv<Skv>_d<D>_<dtype>[_causal].
 //
 //   bench_03_online_softmax --benchmark_out=bench_03.json --benchmark_out_format=json
-//       [--fs_dtypes=fp16,bf16] [--fs_iters=30] [--fs_shapes=canonical|small]
+//       [--fs_dtypes=fp16,bf16] [--fs_iters=30] [--fs_shapes=canonical|small] [--fs_list_shapes]
+// --fs_list_shapes prints the shapes' names, one a line, and exits without a GPU: the one list of
+// the canonical shapes, which bench/sdpa/sdpa_bench.py --harness reads too.
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -22,6 +24,7 @@ struct Options {
   std::vector<DType> dtypes{DType::fp16};
   int iters = 30;
   bool small = false;
+  bool list = false;
 };
 
 // FlashAttention's benchmark set (B*S = 16k tokens, H*D = 2048) plus the small L4-era shapes.
@@ -54,7 +57,8 @@ constexpr const char* kOwnFlags =
     "  --fs_dtypes=fp16[,bf16]      dtypes to time (default fp16)\n"
     "  --fs_iters=N                 timed launches per shape, median reported (default 30)\n"
     "  --fs_shapes=canonical|small  every canonical shape, or only S = 512 and 1024 (default\n"
-    "                               canonical)\n";
+    "                               canonical)\n"
+    "  --fs_list_shapes             print the shapes' names, one a line, and exit (no GPU needed)\n";
 
 void print_usage(std::string_view stage) {
   std::cout << "bench_" << stage << ": times stage " << stage
@@ -89,6 +93,10 @@ bool parse_own_flag(const char* arg, Options* opt) {
   if (const char* v = value("--fs_iters=")) {
     opt->iters = std::atoi(v);
     return opt->iters > 0;
+  }
+  if (std::strcmp(arg, "--fs_list_shapes") == 0) {
+    opt->list = true;
+    return true;
   }
   if (const char* v = value("--fs_shapes=")) {
     opt->small = std::strcmp(v, "small") == 0;
@@ -146,6 +154,11 @@ int main(int argc, char** argv) {
                 << bench::kOwnFlags << "and Google Benchmark's --benchmark_* flags (--help).\n";
       return 2;
     }
+  }
+  if (opt.list) {
+    for (const Problem& p : bench::canonical_shapes(opt))
+      std::cout << p.name() << '\n';
+    return 0;
   }
   std::string why;
   const auto dev = query_device(0, &why);

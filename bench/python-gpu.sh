@@ -101,7 +101,7 @@ read_stages() {
   local tree rc
   tree=$(mktemp "${TMPDIR:-/tmp}/python-gpu-stages.XXXXXX") || return 1
   timeout 60 cmake -DOUT="$tree" -DROOT="$root" -P "$root/stages/stage-tree.cmake" >&2 &&
-    python3 "$root/bench/stage_tree.py" "$tree" field kind | awk -F'\t' '$2 == "stage" { print $1 }'
+    python3 "$root/bench/stage_tree.py" "$tree" field role | awk -F'\t' '$2 == "stage" { print $1 }'
   rc=$?
   rm -f "$tree"
   return $rc

@@ -187,7 +187,7 @@ class Planner:
         ancestor's with the same job (said so); else the default."""
         if jid in self.est:
             return self.est[jid]
-        if stage and self.index.get(stage, {}).get("kind") != "baseline":
+        if stage and self.index.get(stage, {}).get("role") != "baseline":
             for a in stage_tree.ancestors(self.tree, stage):
                 other = jid.replace(f":{stage}", f":{a}", 1)
                 if other in self.est:
@@ -258,13 +258,16 @@ class Planner:
                         f"--benchmark_out={out}", "--benchmark_out_format=json"]], sec, src, tier,
                         stage=n, why=why))
             if "sdpa" in steps:
+                # The canonical shapes as the stages' harness lists them (one list).
+                harness = f"{self.bin}/bench_{names[0]}"
                 add(f"sdpa:{d}", "sdpa",
                     [["python3", os.path.join(self.root, "scripts", "sdpa_bench.py"), "--out",
-                      f"sdpa{suffix}.json", "--dtypes", d, "--iters", str(a.iters)]],
+                      f"sdpa{suffix}.json", "--harness", harness, "--dtypes", d, "--iters",
+                      str(a.iters)]],
                     "sdpa", tier, why=f"PyTorch SDPA's backends, {d}")
         if "profile" in steps:
             # Stages no committed run profiled with the same PTX first.
-            order = sorted((n for n in names if self.index[n]["kind"] == "stage"),
+            order = sorted((n for n in names if self.index[n]["role"] == "stage"),
                            key=lambda n: (n, "profile") in self.carried)
             for n in order:
                 carried = self.carried.get((n, "profile"))
@@ -506,12 +509,12 @@ def main(argv):
         picked = stage_tree.select(tree, [a.stages] if a.stages else [])
     except stage_tree.TreeError as e:
         return bad(str(e))
-    names = [e["name"] for e in picked if e["kind"] == "stage"]
+    names = [e["name"] for e in picked if e["role"] == "stage"]
     absent = [n for n in names if n not in bundle["stages"]]
     if a.stages and absent:
         return bad(f"{' '.join(absent)} not in this bundle (it holds {' '.join(bundle['stages'])})")
     names = [n for n in names if n in bundle["stages"]]
-    names += [e["name"] for e in stage_tree.entries(tree) if e["kind"] == "baseline"]
+    names += [e["name"] for e in stage_tree.entries(tree) if e["role"] == "baseline"]
     budget_s = int(a.budget_min) * 60
     planner = Planner(root, tree, a)
     jobs = planner.jobs(names)

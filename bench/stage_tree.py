@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
 """bench/stage_tree.py — the stage tree as the build wrote it (<build>/stages.json), for scripts.
 
-The tree is declared once, by flashsteps_add_stage() in stages/CMakeLists.txt; the build writes it
-to stages.json (a bundle carries that file). Every script reads a stage's name, runner, parent,
-architectures and watchdog from there through this module, never from the shape of a name.
+The tree is declared once, by each stage folder's manifest (stages/<name>/stage.cmake); the build
+writes it to stages.json (a bundle carries that file). Every script reads a stage's name, runner,
+parent, ancestors, architectures and watchdog from there through this module, never from the shape
+of a name.
 
     stage_tree.py TREE names [WORD ...]          the stages (then the baselines) WORDs pick
     stage_tree.py TREE field FIELDS [WORD ...]    "<name>\\t<field>..." for each; FIELDS is a comma
                                                   list of: runner, parent, dir, archs (space-
                                                   separated; empty: every architecture of the
-                                                  build), watchdog (yes/no), measured_as, kind
-                                                  (stage or baseline)
+                                                  build), watchdog (yes/no), measured_as, role
+                                                  (stage or baseline), kind (forward or backward),
+                                                  number, title, teaches, chapter, anchor, faults
     stage_tree.py TREE ancestors NAME [FIELDS]    NAME's parent, its parent, ... to the first stage,
                                                   nearest first (with FIELDS as for field)
 
@@ -49,11 +51,12 @@ def load(path):
 
 
 def entries(tree):
-    """Every stage, in tree order, then every baseline; each with "kind" set."""
+    """Every stage, in tree order, then every baseline; each with "role" set (stage or
+    baseline; "kind" is the manifest's: forward or backward)."""
     out = []
-    for key, kind in (("stages", "stage"), ("baselines", "baseline")):
+    for key, role in (("stages", "stage"), ("baselines", "baseline")):
         for e in tree[key]:
-            out.append(dict(e, kind=kind))
+            out.append(dict(e, role=role))
     return out
 
 
@@ -94,16 +97,12 @@ def by_name(tree):
 
 
 def ancestors(tree, name):
-    """NAME's parent, grandparent, ... up to the first stage (the walk every script shares)."""
+    """NAME's parent, grandparent, ... up to the first stage: the walk the build made once
+    ("ancestors" in stages.json, nearest first)."""
     index = by_name(tree)
     if name not in index:
         raise TreeError(f"no stage {name} in the tree")
-    out = []
-    parent = index[name].get("parent")
-    while parent:
-        out.append(parent)
-        parent = index[parent].get("parent")
-    return out
+    return list(index[name].get("ancestors", []))
 
 
 def nearest_ancestor(tree, name, accept):
@@ -117,15 +116,16 @@ def nearest_ancestor(tree, name, accept):
 
 def field(entry, key):
     """One field as text, for the command line."""
-    if key == "archs":
-        return " ".join(entry.get("archs", []))
+    if key in ("archs", "faults"):
+        return " ".join(entry.get(key, []))
     if key == "watchdog":
         return "yes" if entry.get("watchdog") else "no"
     value = entry.get(key)
     return "" if value is None else str(value)
 
 
-FIELDS = ("runner", "parent", "dir", "archs", "watchdog", "measured_as", "kind")
+FIELDS = ("runner", "parent", "dir", "archs", "watchdog", "measured_as", "role", "kind", "number",
+          "title", "teaches", "chapter", "anchor", "faults")
 
 
 def main(argv):

@@ -6,7 +6,7 @@
 #         -DFAULTS=<src>/emu/faults/faults.cmake [-DGEN_DIR=<dir>] [-DBUILD_DIR=<build>]
 #         -P exercises.cmake
 #
-# A stage's chapter is book/chapters/stage_<stage>.md. It shows its box and its exercises with
+# A stage's chapter is the one its manifest names (default book/chapters/stage_<stage>.md). It shows its box and its exercises with
 # one line each, which this script reads (and nothing else of the chapter):
 #
 #   \include{doc} run_<stage>.md              the "Run it here" box (exactly once)
@@ -111,7 +111,13 @@ endfunction()
 
 set(fragments "")
 foreach(stage IN LISTS list_STAGES)
-  set(chapter "${CHAPTERS}/stage_${stage}.md")
+  # The chapter the stage's manifest names (stages.json): one in book/chapters is looked up in
+  # CHAPTERS (a test may pass a copy), one in the stage's own folder where it is.
+  set(chapter "${root}/${list_CHAPTER_${stage}}")
+  if(list_CHAPTER_${stage} MATCHES "^book/chapters/")
+    get_filename_component(chapter "${list_CHAPTER_${stage}}" NAME)
+    set(chapter "${CHAPTERS}/${chapter}")
+  endif()
   set(dir "${root}/${list_DIR_${stage}}")
   set(runner "${list_RUNNER_${stage}}")  # as the build names it (stages.json)
   if(NOT EXISTS "${chapter}")
@@ -244,7 +250,7 @@ touching the source, in the fault test `emu.fault.${id}`:
 
 \\htmlonly<details><summary>Answer</summary>\\endhtmlonly
 The change breaks this: ${BREAKS}. The suite fails, and the evidence is that ${evidence_text}.
-The fault's declaration in `emu/faults/faults.cmake` holds the change and the evidence the test
+The fault's declaration in the stage folder's `faults.cmake` holds the change and the evidence the test
 `emu.fault.${id}` requires.
 \\htmlonly</details>\\endhtmlonly
 ")

@@ -1,5 +1,11 @@
+# flashsteps_stage(...) — in a stage folder's manifest, stages/<name>/stage.cmake: declares the
+# stage of that folder (its name is the folder's), with flashsteps_add_stage()'s arguments;
+# SOURCES defaults to kernels.cu launcher.cu. stages/CMakeLists.txt reads every folder's manifest
+# in name order, and bench/CMakeLists.txt every baseline's (bench/baselines/<name>/stage.cmake).
+#
 # flashsteps_add_stage(<name> SOURCES <files...> (PARENT <stage> | BASELINE) [DIR <folder>]
-#                      [ARCHS <archs...>] [WATCHDOG] [MEASURED_AS <old name>]
+#                      TITLE "<title>" TEACHES "<what it teaches>" [KIND forward|backward]
+#                      [CHAPTER <path>] [ARCHS <archs...>] [WATCHDOG] [MEASURED_AS <old name>]
 #                      [LARGE_STEP "<why>"])
 #
 # Turns one stage folder into everything a reader runs:
@@ -28,8 +34,15 @@
 # GPU suite links: a wait that never ends fails the test with a message instead of hanging it.
 # The runner and the bench keep the library without it, so what they time is unchanged.
 #
+# TITLE: the stage's title (its runner prints it; the stage tables show it). TEACHES: what the step
+# teaches, in a line (README's and the book's stage tables are generated from it). KIND: forward
+# (the default) or backward: which suite, reference, FLOP count and bench shapes apply. CHAPTER:
+# the chapter's path from the repository's root (default book/chapters/stage_<name>.md); its page
+# anchor is the runner's name (stage06c). Its planted faults are the folder's faults.cmake.
+# TITLE and TEACHES may not contain '"' or '\'.
+#
 # Under `cmake -P` a call only declares the stage (no targets), so a script can read the tree
-# from stages/CMakeLists.txt (tests/stages/add_stage.cmake does).
+# from stages/CMakeLists.txt (stages/stage-tree.cmake and tests/stages/add_stage.cmake do).
 set(FLASHSTEPS_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." CACHE INTERNAL "")
 
 # Records a stage (or baseline) in the tree after checking its place in it.
@@ -90,24 +103,127 @@ function(_flashsteps_declare_stage name parent baseline dir measured_as large_st
   set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_RUNNER_${name} "${runner}")
 endfunction()
 
+# What the tables, the book and the harness read of a stage besides its place in the tree.
+function(_flashsteps_describe_stage name baseline dir title teaches kind chapter)
+  set(where "flashsteps_add_stage(${name})")
+  foreach(field TITLE TEACHES)
+    string(TOLOWER ${field} var)
+    if("${${var}}" STREQUAL "")
+      message(FATAL_ERROR "${where}: ${field} \"...\" is required (stages/<name>/stage.cmake)")
+    endif()
+    if("${${var}}" MATCHES "[\"\\]")
+      message(FATAL_ERROR "${where}: ${field}'s text may not contain '\"' or '\\'")
+    endif()
+  endforeach()
+  if(kind STREQUAL "")
+    set(kind forward)
+  endif()
+  if(NOT kind MATCHES "^(forward|backward)$")
+    message(FATAL_ERROR "${where}: KIND is forward or backward, not '${kind}'")
+  endif()
+  get_filename_component(root "${FLASHSTEPS_ROOT}" ABSOLUTE)
+  if(chapter STREQUAL "" AND NOT baseline)
+    set(chapter "book/chapters/stage_${name}.md")
+  endif()
+  # The fault ids of the folder's faults.cmake (emu/faults/faults.cmake includes the file).
+  set(faults "")
+  if(EXISTS "${dir}/faults.cmake")
+    file(STRINGS "${dir}/faults.cmake" lines REGEX "^flashsteps_fault\\(")
+    foreach(line IN LISTS lines)
+      string(REGEX MATCH "^flashsteps_fault\\(([A-Za-z0-9_]+)" _ "${line}")
+      list(APPEND faults ${CMAKE_MATCH_1})
+    endforeach()
+  endif()
+  set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_TITLE_${name} "${title}")
+  set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_TEACHES_${name} "${teaches}")
+  set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_KIND_${name} "${kind}")
+  set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_CHAPTER_${name} "${chapter}")
+  set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_FAULTS_${name} "${faults}")
+endfunction()
+
+# flashsteps_stage_target(<target> <stage>): a target that compiles the stage's sources (its
+# library, the watchdog build, the emulated, sanitized and planted-fault builds) gets the stage's
+# folder as include directory and its manifest's name and title, which the launcher's name() and
+# title() return (FLASHSTEPS_STAGE_NAME, FLASHSTEPS_STAGE_TITLE).
+function(flashsteps_stage_target target name)
+  get_property(dir GLOBAL PROPERTY FLASHSTEPS_STAGE_DIR_${name})
+  get_property(title GLOBAL PROPERTY FLASHSTEPS_STAGE_TITLE_${name})
+  get_filename_component(root "${FLASHSTEPS_ROOT}" ABSOLUTE)
+  target_include_directories(${target} PRIVATE "${root}/${dir}")
+  target_compile_definitions(${target} PRIVATE "FLASHSTEPS_STAGE_NAME=\"${name}\""
+                                               "FLASHSTEPS_STAGE_TITLE=\"${title}\"")
+endfunction()
+
+# flashsteps_write_stage_manifests(<file>): every stage's name and title as macros
+# (FLASHSTEPS_MANIFEST_NAME_<stage>, FLASHSTEPS_MANIFEST_TITLE_<stage>), for a file that compiles
+# several launchers in one translation unit (tests/cpu/stage_launchers.cu).
+function(flashsteps_write_stage_manifests file)
+  get_property(stages GLOBAL PROPERTY FLASHSTEPS_STAGES)
+  get_property(baselines GLOBAL PROPERTY FLASHSTEPS_BASELINES)
+  set(text "// Generated from the stage manifests (flashsteps_write_stage_manifests); do not edit.\n")
+  foreach(name IN LISTS stages baselines)
+    get_property(title GLOBAL PROPERTY FLASHSTEPS_STAGE_TITLE_${name})
+    string(APPEND text "#define FLASHSTEPS_MANIFEST_NAME_${name} \"${name}\"\n"
+                       "#define FLASHSTEPS_MANIFEST_TITLE_${name} \"${title}\"\n")
+  endforeach()
+  string(REPLACE "@" "@AT@" text "${text}")
+  set(AT "@")
+  file(CONFIGURE OUTPUT "${file}" CONTENT "${text}" @ONLY)
+endfunction()
+
+# The manifest's call: the stage of the folder the calling stage.cmake is in.
+function(flashsteps_stage)
+  get_filename_component(dir "${CMAKE_CURRENT_LIST_DIR}" ABSOLUTE)
+  get_filename_component(name "${dir}" NAME)
+  set(options WATCHDOG BASELINE)
+  set(one PARENT MEASURED_AS LARGE_STEP TITLE TEACHES KIND CHAPTER)
+  cmake_parse_arguments(PARSE_ARGV 0 M "${options}" "${one}" "SOURCES;ARCHS")
+  if(M_BASELINE)
+    set(name "baseline_${name}")  # bench/baselines/cublas: baseline_cublas
+  endif()
+  if(M_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "${dir}/stage.cmake: unexpected arguments '${M_UNPARSED_ARGUMENTS}'")
+  endif()
+  if(NOT M_SOURCES)
+    set(M_SOURCES kernels.cu launcher.cu)
+  endif()
+  set(args DIR "${dir}" SOURCES ${M_SOURCES})
+  foreach(o IN LISTS options)
+    if(M_${o})
+      list(APPEND args ${o})
+    endif()
+  endforeach()
+  if(M_ARCHS)
+    list(APPEND args ARCHS ${M_ARCHS})
+  endif()
+  # One-value arguments are passed on quoted, ';' and all.
+  set(quoted "")
+  foreach(o IN LISTS one)
+    if(DEFINED M_${o})
+      string(APPEND quoted " ${o} [==[${M_${o}}]==]")
+    endif()
+  endforeach()
+  cmake_language(EVAL CODE "flashsteps_add_stage(${name} ${args} ${quoted})")
+endfunction()
+
 function(flashsteps_add_stage name)
-  cmake_parse_arguments(ARG "WATCHDOG;BASELINE" "DIR;PARENT;MEASURED_AS;LARGE_STEP" "SOURCES;ARCHS"
-                        ${ARGN})
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "WATCHDOG;BASELINE"
+                        "DIR;PARENT;MEASURED_AS;LARGE_STEP;TITLE;TEACHES;KIND;CHAPTER"
+                        "SOURCES;ARCHS")
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "flashsteps_add_stage(${name}): SOURCES is required")
   endif()
-  # Unquoted words, or a ';' inside a quoted LARGE_STEP (CMake splits the call's arguments there),
-  # would otherwise be dropped without a word.
   if(ARG_UNPARSED_ARGUMENTS)
     string(REPLACE ";" "', '" extra "${ARG_UNPARSED_ARGUMENTS}")
-    message(FATAL_ERROR "flashsteps_add_stage(${name}): unexpected arguments '${extra}' (a "
-                        "LARGE_STEP text may not contain ';': CMake splits arguments there)")
+    message(FATAL_ERROR "flashsteps_add_stage(${name}): unexpected arguments '${extra}'")
   endif()
   if(NOT ARG_DIR)
     set(ARG_DIR "${CMAKE_CURRENT_LIST_DIR}/${name}")
   endif()
   _flashsteps_declare_stage(${name} "${ARG_PARENT}" "${ARG_BASELINE}" "${ARG_DIR}"
                             "${ARG_MEASURED_AS}" "${ARG_LARGE_STEP}")
+  _flashsteps_describe_stage(${name} "${ARG_BASELINE}" "${ARG_DIR}" "${ARG_TITLE}"
+                             "${ARG_TEACHES}" "${ARG_KIND}" "${ARG_CHAPTER}")
   # The architectures a stage is limited to (empty: every architecture of the build) and whether
   # its kernels spin-wait: recorded in the tree, so that scripts (tests/kernel-identity.sh,
   # bench/run.py) read them from stages.json instead of guessing from the name.
@@ -123,7 +239,7 @@ function(flashsteps_add_stage name)
 
   set(lib fs_stage_${name})
   add_library(${lib} STATIC ${ARG_SOURCES})
-  target_include_directories(${lib} PRIVATE "${ARG_DIR}")
+  flashsteps_stage_target(${lib} ${name})
   target_link_libraries(${lib} PUBLIC flashsteps::common)
   if(ARG_ARCHS)
     set_target_properties(${lib} PROPERTIES CUDA_ARCHITECTURES "${ARG_ARCHS}")
@@ -164,7 +280,7 @@ function(flashsteps_add_stage name)
   if(ARG_WATCHDOG)
     set(test_lib ${lib}_checked)
     add_library(${test_lib} STATIC ${ARG_SOURCES})
-    target_include_directories(${test_lib} PRIVATE "${ARG_DIR}")
+    flashsteps_stage_target(${test_lib} ${name})
     target_link_libraries(${test_lib} PUBLIC flashsteps::common)
     # About two seconds at 2 GHz: far past any real wait (flashsteps/cuda/watchdog.cuh).
     target_compile_definitions(${test_lib} PRIVATE FLASHSTEPS_WATCHDOG_CYCLES=4000000000LL)
@@ -197,7 +313,7 @@ function(_flashsteps_add_emulated_stage name runner dir)
   flashsteps_emulated_sources(sources ${ARGN})
   set(lib fs_emu_stage_${name})
   add_library(${lib} STATIC ${sources})
-  target_include_directories(${lib} PRIVATE "${dir}")
+  flashsteps_stage_target(${lib} ${name})
   target_link_libraries(${lib} PUBLIC fs_emu_common)
   add_executable(${runner}_emulated $<TARGET_OBJECTS:fs_emu_stage_main>)
   target_link_libraries(${runner}_emulated PRIVATE ${lib} fs_emu_runner)
@@ -211,6 +327,33 @@ function(_flashsteps_add_emulated_stage name runner dir)
   add_test(NAME emu.${name} COMMAND test_emu_${name} ${FLASHSTEPS_CATCH_ARGS})
   set_tests_properties(emu.${name} PROPERTIES LABELS "cpu;emu"
                        FAIL_REGULAR_EXPRESSION "${FLASHSTEPS_CATCH_FAIL}")
+endfunction()
+
+# The fields _flashsteps_describe_stage() recorded, as JSON members (", \"title\": ..."): the
+# stage's number (06c; none for a baseline), title, teaches, kind, chapter and its anchor, faults.
+function(_flashsteps_description_json name out)
+  set(j "")
+  if(name MATCHES "^([0-9]+[a-z]?)_")
+    string(APPEND j ", \"number\": \"${CMAKE_MATCH_1}\"")
+  endif()
+  foreach(field title teaches kind)
+    string(TOUPPER ${field} up)
+    get_property(value GLOBAL PROPERTY FLASHSTEPS_STAGE_${up}_${name})
+    string(APPEND j ", \"${field}\": \"${value}\"")
+  endforeach()
+  get_property(chapter GLOBAL PROPERTY FLASHSTEPS_STAGE_CHAPTER_${name})
+  if(NOT chapter STREQUAL "")
+    get_property(runner GLOBAL PROPERTY FLASHSTEPS_STAGE_RUNNER_${name})
+    string(APPEND j ", \"chapter\": \"${chapter}\", \"anchor\": \"${runner}\"")
+  endif()
+  get_property(faults GLOBAL PROPERTY FLASHSTEPS_STAGE_FAULTS_${name})
+  set(quoted "")
+  foreach(f IN LISTS faults)
+    list(APPEND quoted "\"${f}\"")
+  endforeach()
+  list(JOIN quoted ", " quoted)
+  string(APPEND j ", \"faults\": [${quoted}]")
+  set(${out} "${j}" PARENT_SCOPE)
 endfunction()
 
 # flashsteps_write_stage_list(<file>): the stage tree as JSON, the one list the table tool, the
@@ -254,9 +397,21 @@ function(flashsteps_write_stage_list file)
     if(watchdog)
       string(APPEND extra ", \"watchdog\": true")
     endif()
+    # The walk up the tree, made once here: every reader takes a stage's ancestors from this list
+    # (nearest first) instead of following "parent" itself.
+    set(ancestors "")
+    set(up "${parent}")
+    get_property(up GLOBAL PROPERTY FLASHSTEPS_STAGE_PARENT_${name})
+    while(NOT up STREQUAL "")
+      list(APPEND ancestors "\"${up}\"")
+      get_property(up GLOBAL PROPERTY FLASHSTEPS_STAGE_PARENT_${up})
+    endwhile()
+    list(JOIN ancestors ", " ancestors)
+    string(APPEND extra ", \"ancestors\": [${ancestors}]")
     get_property(runner GLOBAL PROPERTY FLASHSTEPS_STAGE_RUNNER_${name})
+    _flashsteps_description_json(${name} description)
     string(APPEND json "${sep}\n    {\"name\": \"${name}\", \"parent\": ${parent}, "
-                       "\"dir\": \"${dir}\", \"runner\": \"${runner}\"${extra}}")
+                       "\"dir\": \"${dir}\", \"runner\": \"${runner}\"${description}${extra}}")
     set(sep ",")
   endforeach()
   string(APPEND json "\n  ],\n  \"baselines\": [")
@@ -264,11 +419,15 @@ function(flashsteps_write_stage_list file)
   foreach(name IN LISTS baselines)
     get_property(dir GLOBAL PROPERTY FLASHSTEPS_STAGE_DIR_${name})
     get_property(runner GLOBAL PROPERTY FLASHSTEPS_STAGE_RUNNER_${name})
+    _flashsteps_description_json(${name} description)
     string(APPEND json "${sep}\n    {\"name\": \"${name}\", \"dir\": \"${dir}\", "
-                       "\"runner\": \"${runner}\"}")
+                       "\"runner\": \"${runner}\"${description}}")
     set(sep ",")
   endforeach()
   string(APPEND json "\n  ]\n}\n")
+  # Written only when its text changes (file(CONFIGURE) compares), so that nothing rebuilds.
+  string(REPLACE "@" "@AT@" json "${json}")
+  set(AT "@")
   file(CONFIGURE OUTPUT "${file}" CONTENT "${json}" @ONLY)
 endfunction()
 
@@ -276,7 +435,8 @@ endfunction()
 # Sets <prefix>_STAGES and <prefix>_BASELINES (names, in the list's order) and, for each name,
 # <prefix>_PARENT_<name> (empty for the first stage and the baselines), <prefix>_DIR_<name> and
 # <prefix>_RUNNER_<name>, <prefix>_MEASURED_AS_<name> and <prefix>_LARGE_STEP_<name> (empty unless
-# declared).
+# declared), and for stages <prefix>_ANCESTORS_ (nearest first), _CHAPTER_, _ANCHOR_, _TITLE_,
+# _TEACHES_ and _KIND_<name>.
 function(flashsteps_read_stage_list file prefix)
   file(READ "${file}" json)
   foreach(kind stages baselines)
@@ -303,6 +463,24 @@ function(flashsteps_read_stage_list file prefix)
             set(large_step "")
           endif()
           set(${prefix}_LARGE_STEP_${name} "${large_step}" PARENT_SCOPE)
+          set(ancestors "")
+          string(JSON n ERROR_VARIABLE absent LENGTH "${json}" ${kind} ${i} ancestors)
+          if(NOT absent AND n GREATER 0)
+            math(EXPR last_a "${n} - 1")
+            foreach(a RANGE ${last_a})
+              string(JSON up GET "${json}" ${kind} ${i} ancestors ${a})
+              list(APPEND ancestors ${up})
+            endforeach()
+          endif()
+          set(${prefix}_ANCESTORS_${name} "${ancestors}" PARENT_SCOPE)
+          foreach(field chapter anchor title teaches kind)
+            string(JSON value ERROR_VARIABLE absent GET "${json}" ${kind} ${i} ${field})
+            if(absent)
+              set(value "")
+            endif()
+            string(TOUPPER ${field} up)
+            set(${prefix}_${up}_${name} "${value}" PARENT_SCOPE)
+          endforeach()
         endif()
         list(APPEND names ${name})
         set(${prefix}_MEASURED_AS_${name} "${measured_as}" PARENT_SCOPE)

@@ -50,7 +50,7 @@ mapfile -t bundled < <(python3 -c 'import json, sys; print("\n".join(json.load(o
 [[ ${#bundled[@]} -ge 2 ]] || fail "bundle.json lists ${#bundled[@]} stages"
 for n in "${bundled[@]}"; do
   runner=$(python3 "$tree_py" "$b/stages.json" field runner "$n" | cut -f2)
-  kind=$(python3 "$tree_py" "$b/stages.json" field kind "$n" | cut -f2)
+  kind=$(python3 "$tree_py" "$b/stages.json" field role "$n" | cut -f2)
   for want in "run  tests:$n:" "$b/bin/test_$n -d yes" "run  bench:$n:fp16:" "$b/bin/bench_$n " \
               "$b/bin/$runner "; do
     grep -qF -- "$want" <<<"$plan" || fail "the plan lacks '$want'"

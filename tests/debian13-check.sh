@@ -184,7 +184,7 @@ chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 ALL="$all" http_proxy="$h
       # runner through tests/emu-compare.sh, and readme.status reads the PTX hashes of every
       # stage (targets ptx_<stage>, ptx_measured). Runners are named by the stage tree.
       mapfile -t -O "${#targets[@]}" targets < <(
-        python3 bench/stage_tree.py "$build/stages.json" field kind,runner |
+        python3 bench/stage_tree.py "$build/stages.json" field role,runner |
           awk -F"\t" "\$2 == \"stage\" { print \$3 \"_emulated\"; print \"ptx_\" \$1 }"
         cmake --build "$build" --target help | sed -n "s/: phony\$//p" | grep -xE "ptx_(measured|baseline_[a-z0-9_]+)"
       )

@@ -31,7 +31,7 @@ ptx() {
 }
 
 mapfile -t sources < <(cd "$root" && ls stages/*/kernels.cu common/src/*.cu bench/baselines/*/*.cu 2>/dev/null)
-# The architectures each stage is declared for (ARCHS in stages/CMakeLists.txt), read from the
+# The architectures each stage is declared for (ARCHS in its manifest), read from the
 # working tree's stage tree; a source no stage limits builds for both.
 cmake -DOUT="$work/tree.json" -DROOT="$root" -P "$root/stages/stage-tree.cmake"
 declare -A limited

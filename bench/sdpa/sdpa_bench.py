@@ -4,14 +4,15 @@ comparison table: each SDPA backend forced in turn, timed exactly as bench/harne
 stage, written as Google Benchmark JSON that fs_table reads next to the stages' results.
 
     python3 bench/sdpa/sdpa_bench.py --out book/data/<gpu>/<run>/sdpa.json
-        [--dtypes fp16,bf16] [--shapes b16_h16_sq1024_skv1024_d128_fp16_causal ...]
-        [--backends flash cudnn efficient math] [--iters 30] [--warmup 3] [--seed 1]
-    python3 bench/sdpa/sdpa_bench.py --self-test   # no torch, no GPU: shape list and JSON writer
+        (--harness build/gpu/bench/bench_07c_overlap | --shapes b16_h16_sq1024_skv1024_d128_fp16 ...)
+        [--dtypes fp16,bf16] [--backends flash cudnn efficient math] [--iters 30] [--warmup 3]
+        [--seed 1]
+    python3 bench/sdpa/sdpa_bench.py --self-test [--harness BENCH]   # no torch, no GPU
 
-Shapes: FlashAttention's benchmark set (B*S = 16384 tokens, H*D = 2048, S = 512..16384,
-D = 64 and 128, causal and not) plus B=1 and B=32 at H=8, S=512, D=64 — the canonical list of
-bench/harness.cpp in each of --dtypes (default fp16, like its --fs_dtypes) — or the shapes named
-with --shapes (Problem::name() format).
+Shapes: the canonical list (FlashAttention's benchmark set, B*S = 16384 tokens, H*D = 2048,
+S = 512..16384, D = 64 and 128, causal and not, plus B=1 and B=32 at H=8, S=512, D=64), as a
+stage's bench binary lists it (--harness: its --fs_list_shapes, in each of --dtypes, default fp16;
+bench/harness.cpp holds the one list) — or the shapes named with --shapes (Problem::name()).
 
 Timing, as the C++ harness does it: 3 warm-up launches; then before each timed launch the L2
 cache is flushed by writing a buffer of max(2 x L2 size, 64 MiB), and CUDA events bracket the
@@ -55,7 +56,6 @@ BACKENDS = {
     "efficient": "EFFICIENT_ATTENTION",
     "math": "MATH",
 }
-CANONICAL_SEQS = (512, 1024, 2048, 4096, 8192, 16384)
 WARMUP = 3  # bench/harness_common.cpp: timed_loop
 ITERS = 30  # bench/harness.cpp: --fs_iters default
 FLUSH_MIN_BYTES = 64 << 20  # common/src/timing.cpp: L2Flusher
@@ -94,14 +94,15 @@ class Shape:
         return f / 2 if self.causal else f
 
 
-def canonical_shapes(dtypes: list[str]) -> list[Shape]:
-    """The canonical list of bench/harness.cpp (canonical_shapes), in the same order."""
-    sizes = []  # (B, H, S, D, causal)
-    for causal in (False, True):
-        for d in (64, 128):
-            sizes += [(16384 // s, 2048 // d, s, d, causal) for s in CANONICAL_SEQS]
-        sizes += [(b, 8, 512, 64, causal) for b in (1, 32)]
-    return [Shape(b, h, s, s, d, t, causal) for b, h, s, d, causal in sizes for t in dtypes]
+def harness_shapes(harness: str, dtypes: list[str]) -> list[Shape]:
+    """The canonical shapes, in order, as the stages' bench harness lists them (a bench_<stage>
+    binary's --fs_list_shapes; bench/harness.cpp holds the one list). Needs no GPU."""
+    try:
+        out = subprocess.run([harness, "--fs_list_shapes", "--fs_dtypes=" + ",".join(dtypes)],
+                             capture_output=True, text=True, check=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        raise SystemExit(f"sdpa_bench: cannot list the shapes with {harness} --fs_list_shapes: {e}")
+    return [Shape.parse(line) for line in out.split()]
 
 
 def summarize(ms: list[float]) -> dict[str, float]:
@@ -327,18 +328,19 @@ def measure(torch, shapes: list[Shape], args) -> tuple[dict, list[dict]]:
 
 # --- self-test (no torch) -------------------------------------------------------------------
 
-def self_test() -> int:
+def self_test(harness: str | None) -> int:
     """Checks what runs without torch: the shape list, name round trips, the statistics and the
     JSON the table tool reads. Synthetic samples, written to a temporary folder only."""
-    assert len(canonical_shapes(["fp16", "bf16"])) == 56
-    assert canonical_shapes(["fp16", "bf16"])[1].name() == "b32_h32_sq512_skv512_d64_bf16"
-    shapes = canonical_shapes(["fp16"])
-    assert len(shapes) == 28, len(shapes)
-    assert len({s.name() for s in shapes}) == len(shapes), "duplicate canonical shapes"
-    for s in shapes:
-        assert Shape.parse(s.name()) == s, s
-        assert s.batch * s.seq_q in (16384, 512) and s.heads * s.head_dim in (2048, 512), s
-    assert shapes[0].name() == "b32_h32_sq512_skv512_d64_fp16"
+    if harness:  # the harness's list, as a run reads it (CTest passes a bench_<stage> binary)
+        both = harness_shapes(harness, ["fp16", "bf16"])
+        assert len(both) == 56 and both[1].name() == "b32_h32_sq512_skv512_d64_bf16", both[:2]
+        shapes = harness_shapes(harness, ["fp16"])
+        assert len(shapes) == 28, len(shapes)
+        assert len({s.name() for s in shapes}) == len(shapes), "duplicate canonical shapes"
+        for s in shapes:
+            assert Shape.parse(s.name()) == s, s
+            assert s.batch * s.seq_q in (16384, 512) and s.heads * s.head_dim in (2048, 512), s
+        assert shapes[0].name() == "b32_h32_sq512_skv512_d64_fp16"
     assert Shape.parse("b16_h16_sq1024_skv1024_d128_fp16_causal").flops() == 2.0 ** 36
     for bad in ("b16_h16_sq1024_d128_fp16", "b0_h1_sq1_skv1_d1_fp16", "b1_h1_sq1_skv1_d1_fp32",
                 "b1_h1_sq1_skv1_d1_fp16_causal_x"):
@@ -399,8 +401,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--dtypes", type=dtypes_arg, default=["fp16"], metavar="LIST",
                    help="dtypes of the canonical shapes, comma-separated (default fp16)")
     p.add_argument("--shapes", nargs="+", type=shape_arg, metavar="NAME",
-                   help="shapes to time instead of the canonical list, e.g. "
-                        "b16_h16_sq1024_skv1024_d128_fp16_causal")
+                   help="shapes to time, e.g. b16_h16_sq1024_skv1024_d128_fp16_causal")
+    p.add_argument("--harness", metavar="BENCH",
+                   help="a bench_<stage> binary: time the canonical shapes it lists "
+                        "(--fs_list_shapes; bench/harness.cpp holds the one list)")
     p.add_argument("--backends", nargs="+", choices=list(BACKENDS), default=list(BACKENDS),
                    help="SDPA backends to force, in turn (default: all)")
     p.add_argument("--iters", type=int, default=ITERS, help=f"timed launches (default {ITERS})")
@@ -413,6 +417,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not args.self_test and args.out is None:
         p.error("--out is required")
+    if not args.self_test and not args.shapes and not args.harness:
+        p.error("name the shapes: --harness <bench_<stage> binary> (the canonical list) or "
+                "--shapes NAME ...")
     if args.iters < 1 or args.warmup < 0:
         p.error("--iters must be >= 1 and --warmup >= 0")
     return args
@@ -421,7 +428,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.self_test:
-        return self_test()
+        return self_test(args.harness)
     try:
         import torch
         import torch.nn.attention  # noqa: F401  (sdpa_kernel, SDPBackend: PyTorch >= 2.3)
@@ -433,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sdpa_bench: PyTorch {torch.__version__} sees no CUDA GPU; no SDPA baselines "
               f"measured, {args.out} not written.", file=sys.stderr)
         return 0
-    shapes = args.shapes or canonical_shapes(args.dtypes)
+    shapes = args.shapes or harness_shapes(args.harness, args.dtypes)
     context, entries = measure(torch, shapes, args)
     write_results(args.out, context, entries)
     failed = sum(1 for e in entries if e.get("error_occurred"))

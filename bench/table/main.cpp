@@ -93,10 +93,11 @@ int status_command(const std::string& run_dir, const std::string& readme_file, b
   std::ifstream in(readme_file, std::ios::binary);
   if (!in) throw InputError("cannot read " + readme_file);
   const std::string old((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::string updated = replace_status_block(old, block);
+  // README's two generated blocks: the status of the run, and the stage table of the tree.
+  const std::string updated = replace_stages_block(replace_status_block(old, block), stages);
   if (check) {
     if (updated == old) return 0;
-    std::cerr << "fs_table: " << readme_file << "'s status table is not what "
+    std::cerr << "fs_table: " << readme_file << "'s status or stage table is not what "
               << (run.empty() ? std::string("the absence of a run") : "run " + run.label)
               << " gives; regenerate it with: fs_table status " << run_dir << " --readme "
               << readme_file << (ptx_dir.empty() ? "" : " --ptx " + ptx_dir) << '\n';

@@ -84,7 +84,7 @@ def _stage_name(stage: Union[str, int]) -> str:
 
 
 def stages() -> Tuple[Stage, ...]:
-    """The stage tree, in the order stages/CMakeLists.txt declares it (each after its parent).
+    """The stage tree, in the order the build declares it (each after its parent).
 
     Returns:
         One ``Stage`` per stage: name, parent, title, the head dims and dtypes its kernels

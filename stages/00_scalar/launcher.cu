@@ -8,8 +8,8 @@ namespace {
 
 class ScalarStage final : public Stage {
  public:
-  std::string_view name() const override { return "00_scalar"; }
-  std::string_view title() const override { return "The scalar baseline"; }
+  std::string_view name() const override { return FLASHSTEPS_STAGE_NAME; }
+  std::string_view title() const override { return FLASHSTEPS_STAGE_TITLE; }
   // Beyond 4k one launch takes seconds and S needs tens of GiB; the bench stops there.
   std::int64_t bench_max_seq() const override { return 4096; }
 

@@ -12,8 +12,8 @@ namespace {
 
 class TiledStage final : public Stage {
  public:
-  std::string_view name() const override { return "01_tiled"; }
-  std::string_view title() const override { return "Shared-memory tiling"; }
+  std::string_view name() const override { return FLASHSTEPS_STAGE_NAME; }
+  std::string_view title() const override { return FLASHSTEPS_STAGE_TITLE; }
 
   Support supports_problem(const Problem& p) const override {
     if (std::string why = tiled::SupportedHeadDims::why_not(p.head_dim); !why.empty())

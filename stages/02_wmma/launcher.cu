@@ -12,8 +12,8 @@ namespace {
 
 class WmmaStage final : public Stage {
  public:
-  std::string_view name() const override { return "02_wmma"; }
-  std::string_view title() const override { return "Tensor cores through WMMA"; }
+  std::string_view name() const override { return FLASHSTEPS_STAGE_NAME; }
+  std::string_view title() const override { return FLASHSTEPS_STAGE_TITLE; }
 
   Support supports_problem(const Problem& p) const override {
     if (std::string why = wmma_stage::SupportedHeadDims::why_not(p.head_dim); !why.empty())

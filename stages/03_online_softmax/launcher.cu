@@ -12,8 +12,8 @@ namespace {
 
 class OnlineSoftmaxStage final : public FusedStage<OnlineSoftmaxStage, online_softmax::Kernel> {
  public:
-  std::string_view name() const override { return "03_online_softmax"; }
-  std::string_view title() const override { return "Online softmax: one fused kernel"; }
+  std::string_view name() const override { return FLASHSTEPS_STAGE_NAME; }
+  std::string_view title() const override { return FLASHSTEPS_STAGE_TITLE; }
 
   using HeadDims = online_softmax::SupportedHeadDims;
   static constexpr const char* kKernelName = "fused_attention";

@@ -23,8 +23,8 @@ bool wide_d128_fits(const DeviceInfo& dev) {
 
 class CpAsyncStage final : public FusedStage<CpAsyncStage, cp_async::Kernel> {
  public:
-  std::string_view name() const override { return "04_cp_async"; }
-  std::string_view title() const override { return "Asynchronous prefetch with cp.async"; }
+  std::string_view name() const override { return FLASHSTEPS_STAGE_NAME; }
+  std::string_view title() const override { return FLASHSTEPS_STAGE_TITLE; }
 
   using HeadDims = cp_async::SupportedHeadDims;
   static constexpr const char* kKernelName = "fused_attention_cp_async";

@@ -25,10 +25,8 @@ bool wide_d128_fits(const DeviceInfo& dev) {
 class WarpSpecializedStage final
     : public FusedStage<WarpSpecializedStage, warp_specialized::Kernel> {
  public:
-  std::string_view name() const override { return "05_warp_specialized"; }
-  std::string_view title() const override {
-    return "Warp specialization: producer and consumer warps";
-  }
+  std::string_view name() const override { return FLASHSTEPS_STAGE_NAME; }
+  std::string_view title() const override { return FLASHSTEPS_STAGE_TITLE; }
 
   using HeadDims = warp_specialized::SupportedHeadDims;
   static constexpr const char* kKernelName = "fused_attention_ws";

@@ -23,8 +23,8 @@ bool wide_d128_fits(const DeviceInfo& dev) {
 
 class MmaSyncStage final : public FusedStage<MmaSyncStage, mma_sync::Kernel> {
  public:
-  std::string_view name() const override { return "06a_mma_sync"; }
-  std::string_view title() const override { return "mma.sync and ldmatrix in place of WMMA"; }
+  std::string_view name() const override { return FLASHSTEPS_STAGE_NAME; }
+  std::string_view title() const override { return FLASHSTEPS_STAGE_TITLE; }
   // mma.sync.m16n8k16 with bf16 operands, ldmatrix and cp.async all need sm_80.
   int min_compute_capability() const override { return 80; }
   // Its kernels address mma.sync's fragments lane by lane: `--emulate --layout` prints them.

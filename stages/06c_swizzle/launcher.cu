@@ -11,10 +11,8 @@ namespace {
 
 class RegistersStage final : public FusedStage<RegistersStage, registers::Kernel> {
  public:
-  std::string_view name() const override { return "06c_swizzle"; }
-  std::string_view title() const override {
-    return "Swizzle: the XOR swizzle in place of padded rows";
-  }
+  std::string_view name() const override { return FLASHSTEPS_STAGE_NAME; }
+  std::string_view title() const override { return FLASHSTEPS_STAGE_TITLE; }
   // mma.sync.m16n8k16 with bf16 operands, ldmatrix and cp.async all need sm_80.
   int min_compute_capability() const override { return 80; }
   // Its kernels address mma.sync's fragments lane by lane: `--emulate --layout` prints them.

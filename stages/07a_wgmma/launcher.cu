@@ -9,10 +9,8 @@ namespace {
 
 class WgmmaStage final : public FusedStage<WgmmaStage, wgmma::Kernel> {
  public:
-  std::string_view name() const override { return "07a_wgmma"; }
-  std::string_view title() const override {
-    return "wgmma: warpgroup MMA on swizzled shared memory, one warpgroup per block";
-  }
+  std::string_view name() const override { return FLASHSTEPS_STAGE_NAME; }
+  std::string_view title() const override { return FLASHSTEPS_STAGE_TITLE; }
   // wgmma exists only in the sm_90a target, whose machine code runs on compute capability 9.0
   // alone: FusedStage refuses every other device (kOnlyComputeCapability).
   int min_compute_capability() const override { return 90; }

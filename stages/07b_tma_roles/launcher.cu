@@ -11,10 +11,8 @@ namespace {
 
 class TmaRolesStage final : public HopperTmaStage<TmaRolesStage, tma_roles::Kernel> {
  public:
-  std::string_view name() const override { return "07b_tma_roles"; }
-  std::string_view title() const override {
-    return "TMA and warpgroup roles: a producer warpgroup, mbarriers, setmaxnreg, two consumers";
-  }
+  std::string_view name() const override { return FLASHSTEPS_STAGE_NAME; }
+  std::string_view title() const override { return FLASHSTEPS_STAGE_TITLE; }
 
   using HeadDims = tma_roles::SupportedHeadDims;
   static constexpr const char* kKernelName = "fused_attention_tma_roles";

@@ -11,10 +11,8 @@ namespace {
 
 class HopperStage final : public HopperTmaStage<HopperStage, hopper::Kernel> {
  public:
-  std::string_view name() const override { return "07c_overlap"; }
-  std::string_view title() const override {
-    return "Overlap: ping-pong consumers, the softmax under the other products (FlashAttention-3)";
-  }
+  std::string_view name() const override { return FLASHSTEPS_STAGE_NAME; }
+  std::string_view title() const override { return FLASHSTEPS_STAGE_TITLE; }
 
   using HeadDims = hopper::SupportedHeadDims;
   static constexpr const char* kKernelName = "fused_attention_hopper";

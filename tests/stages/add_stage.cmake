@@ -1,14 +1,14 @@
-# tests/stages/add_stage.cmake — adding a stage is a folder and one line: a throwaway stage
-# declared after the real ones reaches the stage list, the table tool's tables and the book's
+# tests/stages/add_stage.cmake — adding a stage is adding its folder: a throwaway stage's manifest,
+# read after the real ones, reaches the stage list, the table tool's tables and the book's
 # fragments, compared with its parent. No CUDA is compiled: under `cmake -P`,
 # flashsteps_add_stage() only declares the stage.
 #
 #   cmake -DROOT=<src> -DBUILD_LIST=<build>/stages.json -DTABLE=<fs_table> -DWORK=<dir>
-#         [-DBAD=orphan|runner_clash|split_large_step] -P add_stage.cmake
+#         [-DBAD=orphan|runner_clash|untitled|quoted_teaches] -P add_stage.cmake
 #
 # BUILD_LIST is the list the configure step wrote; the script's own list must be that one plus
 # the new stage. BAD declares instead a stage the tree must refuse — one whose parent does not
-# exist, one whose runner another stage has, one whose LARGE_STEP CMake splits at a ';' — and the
+# exist, one whose runner another stage has, one with no TITLE, one whose TEACHES holds a quote — and the
 # declaration must fail (the test that runs it expects the message).
 cmake_minimum_required(VERSION 3.25)
 foreach(var ROOT BUILD_LIST TABLE WORK)
@@ -20,10 +20,10 @@ endforeach()
 include("${ROOT}/stages/flashsteps_add_stage.cmake")
 flashsteps_read_stage_list("${BUILD_LIST}" built)
 
-# The baselines are declared in bench/CMakeLists.txt, which is not a script: take them from the
-# build's list. Then the real stages, from the file a contributor edits.
-foreach(name IN LISTS built_BASELINES)
-  flashsteps_add_stage(${name} SOURCES kernels.cu DIR "${ROOT}/${built_DIR_${name}}" BASELINE)
+# The stages and the baselines, from their manifests, as the build reads them.
+file(GLOB baseline_manifests "${ROOT}/bench/baselines/*/stage.cmake")
+foreach(manifest IN LISTS baseline_manifests)
+  include("${manifest}")
 endforeach()
 include("${ROOT}/stages/CMakeLists.txt")
 
@@ -34,25 +34,28 @@ if(BAD STREQUAL "orphan")
 elseif(BAD STREQUAL "runner_clash")
   # 00x_... would be fine; 00_other shares stage00 with 00_scalar.
   flashsteps_add_stage(00_other SOURCES kernels.cu launcher.cu PARENT ${last_stage})
-elseif(BAD STREQUAL "split_large_step")
-  # A ';' in a quoted argument splits it: CMake would otherwise keep "a" and drop " b".
-  flashsteps_add_stage(09_split SOURCES kernels.cu launcher.cu PARENT ${last_stage}
-                       LARGE_STEP "a; b")
+elseif(BAD STREQUAL "untitled")
+  # What the stage tables and the runner show comes from the manifest: a stage without it fails.
+  flashsteps_add_stage(09_untitled SOURCES kernels.cu launcher.cu PARENT ${last_stage})
+elseif(BAD STREQUAL "quoted_teaches")
+  flashsteps_add_stage(09_quoted SOURCES kernels.cu launcher.cu PARENT ${last_stage}
+                       TITLE "t" TEACHES "a \"quoted\" word")
 endif()
 if(DEFINED BAD)
   message(FATAL_ERROR "add_stage.cmake: the declaration BAD=${BAD} was accepted")
 endif()
 
-# The one line a new stage needs (its folder would sit next to the others; nothing is compiled
-# here). Its parent is not the last stage, so "parent" and "listed before" differ. Its folder is a
-# copy of its parent's kernels, so its step is empty.
+# A new stage is a folder with its manifest (nothing is compiled here: tests/stages/new-stage.sh
+# builds one in a clone). Its parent is not the last stage, so "parent" and "listed before" differ.
+# Its folder is a copy of its parent's kernels, so its step is empty.
 list(GET built_STAGES -2 throwaway_parent)
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}/08_throwaway")
 file(COPY "${ROOT}/${built_DIR_${throwaway_parent}}/kernels.cu"
           "${ROOT}/${built_DIR_${throwaway_parent}}/kernels.cuh" DESTINATION "${WORK}/08_throwaway")
-flashsteps_add_stage(08_throwaway SOURCES kernels.cu launcher.cu PARENT ${throwaway_parent}
-                     DIR "${WORK}/08_throwaway")
+file(WRITE "${WORK}/08_throwaway/stage.cmake" "flashsteps_stage(PARENT ${throwaway_parent}
+  TITLE \"A throwaway stage\" TEACHES \"nothing; it is a test's\")\n")
+include("${WORK}/08_throwaway/stage.cmake")
 set(list "${WORK}/stages.json")
 flashsteps_write_stage_list("${list}")
 flashsteps_read_stage_list("${list}" mine)
@@ -122,17 +125,17 @@ set(gen "${WORK}/generated")
 # when the committed run (book/data/CURRENT) has no time for the parent, with the nearest ancestor
 # it has, and the table names the parent it skipped.
 file(STRINGS "${ROOT}/book/data/CURRENT" current_run LIMIT_COUNT 1)
-set(compared ${throwaway_parent})
-while(NOT compared STREQUAL "")
-  set(file_name ${compared})
-  if(NOT "${mine_MEASURED_AS_${compared}}" STREQUAL "")
-    set(file_name ${mine_MEASURED_AS_${compared}})
+set(compared "")
+foreach(a IN LISTS mine_ANCESTORS_08_throwaway)  # the registry's walk, nearest first
+  set(file_name ${a})
+  if(NOT "${mine_MEASURED_AS_${a}}" STREQUAL "")
+    set(file_name ${mine_MEASURED_AS_${a}})
   endif()
   if(EXISTS "${ROOT}/book/data/${current_run}/bench_${file_name}.json")
+    set(compared ${a})
     break()
   endif()
-  set(compared "${mine_PARENT_${compared}}")
-endwhile()
+endforeach()
 if(compared STREQUAL "")
   fail("no ancestor of 08_throwaway has a time in book/data/${current_run}")
 endif()
@@ -141,6 +144,9 @@ expect("${gen}/ncu_diff_08_throwaway.md" "`${compared}` against `08_throwaway`")
 if(NOT compared STREQUAL throwaway_parent)
   expect("${gen}/table_08_throwaway.md" "it has no time for `${throwaway_parent}`")
 endif()
+# The book's lists of the stages: Part II's pages and the front page's table have it.
+expect("${gen}/stage_pages.md" "\\subpage stage08\n")
+expect("${gen}/stage_table.md" "| `08_throwaway` | `${throwaway_parent}` | \\ref stage08 | nothing")
 # Its step size against its parent (the same kernels), and its status (no run has measured it).
 expect("${gen}/step_08_throwaway.md" "0 code lines added, 0 removed")
 expect("${gen}/status_08_throwaway.md" "not yet measured on a GPU")

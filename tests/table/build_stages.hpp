@@ -1,5 +1,5 @@
 // tests/table/build_stages.hpp — the stage list the table tests read: the one this build wrote
-// (<build>/stages.json, from flashsteps_add_stage() in stages/CMakeLists.txt).
+// (<build>/stages.json, from the stage manifests).
 #pragma once
 
 #include "fs_table/table.hpp"

@@ -25,6 +25,7 @@ using namespace flashsteps;
 using namespace flashsteps::table;
 using Catch::Approx;
 using Catch::Matchers::ContainsSubstring;
+using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
 
 namespace {
@@ -133,7 +134,7 @@ TEST_CASE("entries whose names are not shapes are skipped with a warning", "[run
 }
 
 TEST_CASE("the stage list: the build's tree, parents and unreadable lists", "[stages]") {
-  // The build's list (stages.json): the tree stages/CMakeLists.txt declares.
+  // The build's list (stages.json): the tree the stage manifests declare.
   const StageList& built = build_stages();
   REQUIRE_FALSE(built.stages.empty());
   CHECK(built.stages.front().name == "00_scalar");
@@ -153,11 +154,13 @@ TEST_CASE("the stage list: the build's tree, parents and unreadable lists", "[st
   CHECK(built.baselines == std::vector<std::string>{"baseline_cublas"});
 
   const StageList l = parse_stage_list(R"({"stages": [
-      {"name": "a", "parent": null}, {"name": "b", "parent": "a"}, {"name": "c", "parent": "a"}],
+      {"name": "a", "parent": null}, {"name": "b", "parent": "a", "ancestors": ["a"]},
+      {"name": "c", "parent": "a", "ancestors": ["a"]}],
       "baselines": [{"name": "base"}]})",
                                        "l.json");
   CHECK(l.names() == std::vector<std::string>{"a", "b", "c"});
   CHECK(l.parent_of("c") == "a");
+  CHECK(l.ancestors_of("c") == std::vector<std::string>{"a"});
   CHECK(l.baselines == std::vector<std::string>{"base"});
   CHECK_THROWS_WITH(parse_stage_list("{", "l.json"), ContainsSubstring("l.json"));
   CHECK_THROWS_WITH(parse_stage_list(R"({"stagez": []})", "l.json"),
@@ -170,8 +173,8 @@ TEST_CASE("a renamed stage's measurements and files are read under its MEASURED_
           "[stages][run]") {
   const StageList tree = parse_stage_list(R"({"stages": [
       {"name": "02_wmma", "parent": null, "dir": "stages/02_wmma"},
-      {"name": "03x_renamed", "parent": "02_wmma", "dir": "stages/03x_renamed",
-       "measured_as": "03_online_softmax", "large_step": "why"}]})",
+      {"name": "03x_renamed", "parent": "02_wmma", "ancestors": ["02_wmma"],
+       "dir": "stages/03x_renamed", "measured_as": "03_online_softmax", "large_step": "why"}]})",
                                           "tree.json");
   CHECK(tree.stages[1].measured_as == "03_online_softmax");
   CHECK(tree.stages[1].dir == "stages/03x_renamed");
@@ -195,8 +198,8 @@ TEST_CASE("a stage is compared with its parent, not with the stage listed before
   // 09_branch is listed after 03_online_softmax but builds on 02_wmma.
   const StageList tree = parse_stage_list(R"({"stages": [
       {"name": "02_wmma", "parent": null},
-      {"name": "03_online_softmax", "parent": "02_wmma"},
-      {"name": "09_branch", "parent": "02_wmma"}]})",
+      {"name": "03_online_softmax", "parent": "02_wmma", "ancestors": ["02_wmma"]},
+      {"name": "09_branch", "parent": "02_wmma", "ancestors": ["02_wmma"]}]})",
                                           "tree.json");
   const RunData run = load_run(kFixtures / "run_full", tree);
   const Table s = stage_table(run, "09_branch", DType::fp16);
@@ -221,8 +224,9 @@ TEST_CASE(
   // 03a_unmeasured.
   const StageList tree = parse_stage_list(R"({"stages": [
       {"name": "02_wmma", "parent": null},
-      {"name": "03a_unmeasured", "parent": "02_wmma"},
-      {"name": "03_online_softmax", "parent": "03a_unmeasured"}]})",
+      {"name": "03a_unmeasured", "parent": "02_wmma", "ancestors": ["02_wmma"]},
+      {"name": "03_online_softmax", "parent": "03a_unmeasured",
+       "ancestors": ["03a_unmeasured", "02_wmma"]}]})",
                                           "tree.json");
   const RunData run = load_run(kFixtures / "run_full", tree);
   const RunData::ComparedParent cp = run.compared_parent("03_online_softmax");
@@ -596,7 +600,7 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
   const auto& written = r.written;
   std::vector<std::string> expected = {"table_all.md",    "provenance.md",   "emu_compare.md",
                                        "plot_stages.dat", "plot_stages.svg", "plot_seqlen.dat",
-                                       "plot_seqlen.svg"};
+                                       "plot_seqlen.svg", "stage_table.md",  "stage_pages.md"};
   for (const std::string& s : build_stages().names()) {
     for (const char* kind :
          {"table_", "ncu_", "ncu_diff_", "verdict_", "emu_", "step_", "status_"}) {
@@ -616,6 +620,15 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
       CHECK_THAT(read(out.path / f), StartsWith("Step size"));
     } else if (f.starts_with("status_")) {
       CHECK_THAT(read(out.path / f), ContainsSubstring("not yet measured on a GPU"));
+    } else if (f == "stage_pages.md") {  // the tree's order, one \subpage per chapter
+      CHECK_THAT(read(out.path / f), StartsWith("1. \\subpage stage00\n2. \\subpage stage01\n") &&
+                                         ContainsSubstring(". \\subpage stage06b\n") &&
+                                         EndsWith(". \\subpage stage07c\n"));
+    } else if (f == "stage_table.md") {
+      CHECK_THAT(read(out.path / f),
+                 ContainsSubstring("| `06c_swizzle` | `06b_registers` | \\ref stage06c | the XOR "
+                                   "swizzle in place of padded shared-memory rows | not yet "
+                                   "measured on a GPU"));
     } else if (f != "ncu_diff_00_scalar.md") {
       CHECK_THAT(read(out.path / f), ContainsSubstring("No measurement committed yet") &&
                                          ContainsSubstring("`bench/gpu-check.sh`"));
@@ -709,4 +722,19 @@ TEST_CASE("the book from a run", "[book][gnuplot]") {
 
 int main(int argc, char** argv) {
   return Catch::Session().run(argc, argv);
+}
+
+TEST_CASE("README's stage table is the tree's, between its markers", "[stages][status]") {
+  const std::string md = render(stage_tree_table(build_stages()), Format::markdown);
+  // From stages/06a_mma_sync/stage.cmake and bench/baselines/cublas/stage.cmake.
+  CHECK_THAT(md, ContainsSubstring("| 06a | `stages/06a_mma_sync` | 04 | `mma.sync` and "
+                                   "`ldmatrix` in place of WMMA"));
+  CHECK_THAT(md, ContainsSubstring("| — | `bench/baselines/cublas` | — | what a practitioner"));
+  const std::string readme =
+      "# x\n" + std::string(kStagesBegin) + "\nSTALE ROW\n" + std::string(kStagesEnd) + "\n";
+  const std::string out = replace_stages_block(readme, build_stages());
+  CHECK_THAT(out, ContainsSubstring(md) && !ContainsSubstring("STALE ROW"));
+  CHECK(replace_stages_block(out, build_stages()) == out);
+  CHECK_THROWS_WITH(replace_stages_block("# no markers\n", build_stages()),
+                    ContainsSubstring("has no stage table"));
 }

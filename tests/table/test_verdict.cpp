@@ -296,8 +296,9 @@ TEST_CASE(
   // names the parent stays unjudged.
   const StageList tree = parse_stage_list(R"({"stages": [
       {"name": "02_wmma", "parent": null},
-      {"name": "03a_unmeasured", "parent": "02_wmma"},
-      {"name": "03_online_softmax", "parent": "03a_unmeasured"}]})",
+      {"name": "03a_unmeasured", "parent": "02_wmma", "ancestors": ["02_wmma"]},
+      {"name": "03_online_softmax", "parent": "03a_unmeasured",
+       "ancestors": ["03a_unmeasured", "02_wmma"]}]})",
                                           "tree.json");
   const RunData run = load_run(kRun, tree);
   REQUIRE(run.compared_parent("03_online_softmax").stage == "02_wmma");

@@ -12,8 +12,8 @@ class CublasBaseline final : public Stage {
   ~CublasBaseline() override {
     if (handle_) cublasDestroy(handle_);
   }
-  std::string_view name() const override { return "baseline_cublas"; }
-  std::string_view title() const override { return "Unfused cuBLAS baseline"; }
+  std::string_view name() const override { return FLASHSTEPS_STAGE_NAME; }
+  std::string_view title() const override { return FLASHSTEPS_STAGE_TITLE; }
 
   // Any D up to the project limit and B*H within cuBLAS's 32-bit batch count (flashsteps::validate
   // refuses B*H >= 2^31); the device limit is memory for S and P, checked by check_runnable().

@@ -64,7 +64,7 @@ bool RunData::has_backend(std::string_view backend) const {
 
 RunData::ComparedParent RunData::compared_parent(std::string_view stage) const {
   ComparedParent out;
-  for (std::string p = stages.parent_of(stage); !p.empty(); p = stages.parent_of(p)) {
+  for (const std::string& p : stages.ancestors_of(stage)) {
     if (has_backend(p)) {
       out.stage = p;
       return out;
@@ -96,19 +96,31 @@ std::string StageList::parent_of(std::string_view backend) const {
   return {};
 }
 
+std::vector<std::string> StageList::ancestors_of(std::string_view backend) const {
+  for (const Stage& s : stages) {
+    if (s.name == backend) return s.ancestors;
+  }
+  return {};
+}
+
 StageList parse_stage_list(const std::string& json, const std::string& origin) {
   StageList list;
   try {
     const auto j = nlohmann::json::parse(json);
     for (const auto& e : j.at("stages")) {
       const auto& parent = e.value("parent", nlohmann::json());
-      list.stages.push_back({e.at("name").get<std::string>(),
-                             parent.is_null() ? "" : parent.get<std::string>(),
-                             e.value("measured_as", std::string()), e.value("dir", std::string()),
-                             e.value("large_step", std::string())});
+      list.stages.push_back(
+          {e.at("name").get<std::string>(), parent.is_null() ? "" : parent.get<std::string>(),
+           e.value("measured_as", std::string()), e.value("dir", std::string()),
+           e.value("large_step", std::string()), e.value("ancestors", std::vector<std::string>()),
+           e.value("number", std::string()), e.value("title", std::string()),
+           e.value("teaches", std::string()), e.value("anchor", std::string())});
     }
-    for (const auto& e : j.value("baselines", nlohmann::json::array()))
+    for (const auto& e : j.value("baselines", nlohmann::json::array())) {
       list.baselines.push_back(e.at("name").get<std::string>());
+      list.baseline_info.push_back({list.baselines.back(), e.value("dir", std::string()),
+                                    e.value("teaches", std::string())});
+    }
   } catch (const nlohmann::json::exception& e) {
     throw InputError(origin + ": " + e.what() +
                      " (the stage list the build writes to stages.json)");

@@ -335,16 +335,72 @@ std::string status_block(const RunData& run, const fs::path& chapters) {
          render(status_table(run), Format::markdown) + (slower.empty() ? "" : "\n" + slower);
 }
 
-std::string replace_status_block(const std::string& readme, const std::string& block) {
-  const std::size_t begin = readme.find(kStatusBegin);
-  const std::size_t end = readme.find(kStatusEnd);
+namespace {
+
+std::string replace_between(const std::string& text, std::string_view begin_marker,
+                            std::string_view end_marker, const std::string& block,
+                            const std::string& what) {
+  const std::size_t begin = text.find(begin_marker);
+  const std::size_t end = text.find(end_marker);
   if (begin == std::string::npos || end == std::string::npos || end < begin) {
-    throw InputError("the README has no status block: put the line '" + std::string(kStatusBegin) +
-                     "' and, below it, '" + std::string(kStatusEnd) + "' where it belongs");
+    throw InputError("the README has no " + what + ": put the line '" + std::string(begin_marker) +
+                     "' and, below it, '" + std::string(end_marker) + "' where it belongs");
   }
-  const std::size_t body = begin + kStatusBegin.size();
-  return readme.substr(0, body) + "\n" + block + (block.ends_with('\n') ? "" : "\n") +
-         readme.substr(end);
+  const std::size_t body = begin + begin_marker.size();
+  return text.substr(0, body) + "\n" + block + (block.ends_with('\n') ? "" : "\n") +
+         text.substr(end);
+}
+
+std::string number_of(const StageList& stages, const std::string& name) {
+  for (const StageList::Stage& s : stages.stages) {
+    if (s.name == name) return s.number.empty() ? s.name : s.number;
+  }
+  return name;
+}
+
+}  // namespace
+
+std::string replace_status_block(const std::string& readme, const std::string& block) {
+  return replace_between(readme, kStatusBegin, kStatusEnd, block, "status block");
+}
+
+Table stage_tree_table(const StageList& stages) {
+  Table t;
+  t.header = {plain("stage"), plain("folder"), plain("builds on"), plain("what it teaches")};
+  t.numeric = {false, false, false, false};
+  for (const StageList::Stage& s : stages.stages) {
+    t.rows.push_back({plain(number_of(stages, s.name)), code(s.dir),
+                      plain(s.parent.empty() ? "—" : number_of(stages, s.parent)),
+                      inline_markup(s.teaches)});
+  }
+  for (const StageList::Baseline& b : stages.baseline_info)
+    t.rows.push_back({plain("—"), code(b.dir), plain("—"), inline_markup(b.teaches)});
+  return t;
+}
+
+std::string replace_stages_block(const std::string& readme, const StageList& stages) {
+  return replace_between(readme, kStagesBegin, kStagesEnd,
+                         render(stage_tree_table(stages), Format::markdown), "stage table");
+}
+
+std::string book_stage_table(const RunData& run) {
+  std::string md =
+      "| stage | builds on | chapter | what it teaches | status |\n|---|---|---|---|---|\n";
+  for (const StageList::Stage& s : run.stages.stages) {
+    md += "| " + render(code(s.name), Format::markdown) + " | " +
+          (s.parent.empty() ? std::string("—") : render(code(s.parent), Format::markdown)) +
+          " | \\ref " + s.anchor + " | " + render(inline_markup(s.teaches), Format::markdown) +
+          " | " + render(stage_status(run, s.name), Format::markdown) + " |\n";
+  }
+  return md;
+}
+
+std::string book_stage_pages(const StageList& stages) {
+  std::string md;
+  int k = 0;
+  for (const StageList::Stage& s : stages.stages)
+    md += std::to_string(++k) + ". \\subpage " + s.anchor + "\n";
+  return md;
 }
 
 }  // namespace flashsteps::table

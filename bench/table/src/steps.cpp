@@ -109,8 +109,8 @@ std::string step_problem(const StepSize& s) {
   if (large && s.large_step.empty()) {
     return s.stage + ": " + fmt_sig(s.percent_new(), 2) + "% of its code lines are new against " +
            s.parent + ", above " + std::to_string(kMaxStepPercent) +
-           "%: split the step, or say why it cannot be smaller with LARGE_STEP \"<why>\" on its "
-           "line in stages/CMakeLists.txt";
+           "%: split the step, or say why it cannot be smaller with LARGE_STEP \"<why>\" in its "
+           "manifest (stages/<name>/stage.cmake)";
   }
   if (!large && !s.large_step.empty()) {
     return s.stage + ": declares LARGE_STEP, but only " + fmt_sig(s.percent_new(), 2) +

@@ -240,4 +240,16 @@ std::optional<std::vector<std::string>> split_csv(const std::string& line) {
   return fields;
 }
 
+Text inline_markup(std::string_view s) {
+  Text t;
+  bool in_code = false;
+  for (std::size_t at = 0; at <= s.size();) {
+    const std::size_t tick = std::min(s.find('`', at), s.size());
+    if (tick > at) t.push_back(Span{std::string(s.substr(at, tick - at)), in_code});
+    in_code = !in_code;
+    at = tick + 1;
+  }
+  return t;
+}
+
 }  // namespace flashsteps::table

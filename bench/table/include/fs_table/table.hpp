@@ -45,6 +45,8 @@ inline Text code(std::string s) {
 }
 /// Concatenation: `plain("failed: ") + code(msg)`.
 Text operator+(Text a, const Text& b);
+/// A manifest's one-line text (TEACHES) with `backticked` words as code spans, the rest plain.
+Text inline_markup(std::string_view s);
 
 std::string render(const Text& t, Format f);
 
@@ -127,7 +129,7 @@ struct CommentedLine {
 /// Every line of such a list but the blank ones and those that are only a comment.
 std::vector<CommentedLine> read_commented_lines(std::istream& in);
 
-/// The stage tree the build declares (flashsteps_add_stage() in stages/CMakeLists.txt), as it
+/// The stage tree the build declares (the stage manifests, stages/<name>/stage.cmake), as it
 /// writes it to <build>/stages.json:
 ///
 ///   {"stages": [{"name": "04_cp_async", "parent": "03_online_softmax", "dir": ...}, ...],
@@ -141,13 +143,28 @@ struct StageList {
     std::string measured_as;  ///< the name an older run measured it under (MEASURED_AS), or empty
     std::string dir;          ///< its folder, relative to the repository
     std::string large_step;   ///< why its step is above kMaxStepPercent (LARGE_STEP), or empty
+    /// Its parent, the parent's parent, ... to the first stage: the walk the build made once
+    /// ("ancestors" in stages.json); every "nearest ancestor" here reads this list.
+    std::vector<std::string> ancestors;
+    std::string number;   ///< "06c" of 06c_swizzle
+    std::string title;    ///< the manifest's TITLE
+    std::string teaches;  ///< the manifest's TEACHES: the stage tables' "what it teaches"
+    std::string anchor;   ///< its chapter's page anchor (stage06c), empty without a chapter
+  };
+  struct Baseline {
+    std::string name;
+    std::string dir;
+    std::string teaches;
   };
   std::vector<Stage> stages;
-  std::vector<std::string> baselines;  ///< the build's own (baseline_cublas)
+  std::vector<std::string> baselines;   ///< the build's own (baseline_cublas)
+  std::vector<Baseline> baseline_info;  ///< the same, with their folder and what they show
 
   std::vector<std::string> names() const;
   /// The stage `backend` builds on; empty for the first stage and for anything not a stage.
   std::string parent_of(std::string_view backend) const;
+  /// Its ancestors, nearest first (Stage::ancestors); empty for anything not a stage.
+  std::vector<std::string> ancestors_of(std::string_view backend) const;
 };
 
 /// Parses a stage list; `origin` names it in messages. Throws InputError when it is not JSON of
@@ -592,6 +609,21 @@ std::string status_block(const RunData& run, const std::filesystem::path& chapte
 /// markers are missing or out of order.
 std::string replace_status_block(const std::string& readme, const std::string& block);
 
+/// README's table of the stages, generated from the stage tree (each stage's manifest): number,
+/// folder, the stage it builds on, what it teaches; then the baselines. `fs_table status
+/// --readme` rewrites it between these markers too, and --check compares it.
+inline constexpr std::string_view kStagesBegin =
+    "<!-- stages: generated from the stage manifests by `fs_table status book/data --readme "
+    "README.md`; do not edit -->";
+inline constexpr std::string_view kStagesEnd = "<!-- stages: end -->";
+Table stage_tree_table(const StageList& stages);
+/// `readme` with the stage table between kStagesBegin and kStagesEnd replaced.
+std::string replace_stages_block(const std::string& readme, const StageList& stages);
+/// The book's generated lists of the stages (book/chapters/index.md and part_2.md include them):
+/// the table of every stage with its chapter and status, and the \subpage list of the chapters.
+std::string book_stage_table(const RunData& run);
+std::string book_stage_pages(const StageList& stages);
+
 // ---- emulated counts ----------------------------------------------------------------------------
 // The emulator's counts at a profile's shape (emu_<stage>.csv, written by bench/emu-profile.sh in
 // Nsight Compute's CSV layout) against the profile (ncu_<stage>.csv), kernel by kernel (the
@@ -640,8 +672,8 @@ Text emulated_only_text(const EmuComparison& c);
 // How big each step is: the code lines of a stage's kernels.cu + kernels.cuh against its parent's,
 // comments and blank lines dropped and each line trimmed, compared by longest common subsequence
 // (line-level LCS): lines added, lines removed, and the share of the stage's lines that are new.
-// A step should teach one idea: above kMaxStepPercent new, the stage declares why on its line in
-// stages/CMakeLists.txt (LARGE_STEP "<why>"), and `fs_table steps --check` fails for a large step
+// A step should teach one idea: above kMaxStepPercent new, the stage declares why in
+// its manifest (LARGE_STEP "<why>"), and `fs_table steps --check` fails for a large step
 // that does not, or for a declaration on a step that is no longer large.
 
 inline constexpr const char* kStepFiles[] = {"kernels.cu", "kernels.cuh"};
