@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/emu-compare.sh — CTest emu.profile.compare: the emulator's counts at the shapes of the
-# committed profiles (book/data/CURRENT's run) must stay within the bands of bench/emu-bands.txt,
+# committed profiles (book/data/CURRENT's run) must stay within the bands of bench/emu-bands.txt and
+# of each stage folder's emu-bands.txt,
 # and the emulated counts committed beside the profiles (emulated/emu_<stage>.csv: the book's page
 # "What the emulator counts, and how close it is" shows) must be what the emulator counts now:
 # those of the profiled stages and those of the stages the run did not profile (emulated at their

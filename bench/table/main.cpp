@@ -116,7 +116,7 @@ int emu_compare_command(const std::string& run_dir, const std::string& emu_dir,
   // The run's files of a renamed stage carry the name it was measured under (MEASURED_AS).
   const EmuComparison c = emu_comparison(
       run.dir, emu_dir.empty() ? run.dir / kEmulatedDir : std::filesystem::path(emu_dir),
-      run.file_names(stages.names()), load_emu_bands(bands_file));
+      run.file_names(stages.names()), load_emu_bands(bands_file, stages, FS_TABLE_SOURCE_DIR));
   const Format f = format == "markdown" ? Format::markdown : Format::console;
   std::string text = render(c.table, f);
   if (const Text only = emulated_only_text(c); !only.empty())

@@ -6,6 +6,7 @@
 #include "fs_table/table.hpp"
 
 #include "build_stages.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -135,4 +136,28 @@ TEST_CASE("ncu_ratio with one side only emulated compares emulated with emulated
   REQUIRE(m.value);
   CHECK(*m.value == Approx(1.0));
   CHECK_FALSE(m.emulated);
+}
+
+TEST_CASE("a stage folder's own bands join the shared ones, and name only that stage",
+          "[emulated]") {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  dir.write("shared.txt", "* * m 0.9 1.1  # any stage\n");
+  dir.write("stages/03x/emu-bands.txt", "03_old k m 1 1  # its own, under its measured name\n");
+  const StageList tree = parse_stage_list(R"({"stages": [
+      {"name": "03x", "parent": null, "dir": "stages/03x", "measured_as": "03_old"}]})",
+                                          "tree.json");
+  const auto b = load_emu_bands(dir.path / "shared.txt", tree, dir.path);
+  REQUIRE(b.size() == 2);
+  CHECK(find_emu_band(b, "03_old", "k", "m")->reason == "its own, under its measured name");
+  CHECK(find_emu_band(b, "04_other", "k", "m")->reason == "any stage");
+  dir.write("stages/03x/emu-bands.txt", "04_other k m 1 1  # another stage's\n");
+  CHECK_THROWS_WITH(load_emu_bands(dir.path / "shared.txt", tree, dir.path),
+                    ContainsSubstring("a band of stage 04_other"));
+  // The committed bands: the shared file and the stage folders together (stage 07c's lines name
+  // 07_hopper, the name the committed run measured it under).
+  const auto all = load_emu_bands(FS_TABLE_BENCH_DIR "/emu-bands.txt", build_stages(),
+                                  std::filesystem::path(FS_TABLE_BENCH_DIR).parent_path());
+  CHECK(find_emu_band(all, "07_hopper", "fused_attention_kernel", "lts__t_bytes.sum")->stage ==
+        "07_hopper");
 }

@@ -489,8 +489,9 @@ static std::string emu_compare_page(const RunData& run, const std::vector<std::s
     return md(t) + '\n';
   }
   // The run's files of a renamed stage carry the name it was measured under (MEASURED_AS).
-  const EmuComparison c = emu_comparison(run.dir, run.dir / kEmulatedDir, run.file_names(stages),
-                                         load_emu_bands(FS_TABLE_BENCH_DIR "/emu-bands.txt"));
+  const EmuComparison c = emu_comparison(
+      run.dir, run.dir / kEmulatedDir, run.file_names(stages),
+      load_emu_bands(FS_TABLE_BENCH_DIR "/emu-bands.txt", run.stages, FS_TABLE_SOURCE_DIR));
   if (c.table.rows.empty())
     return md(plain("This run has no emulated counts (") + code("emu_<stage>.csv") + plain("); ") +
               code("bench/emu-profile.sh") + plain(" writes them.")) +

@@ -90,6 +90,24 @@ std::vector<EmuBand> load_emu_bands(const fs::path& file) {
   return parse_emu_bands(in, file.string());
 }
 
+std::vector<EmuBand> load_emu_bands(const fs::path& file, const StageList& stages,
+                                    const fs::path& root) {
+  std::vector<EmuBand> out = load_emu_bands(file);
+  for (const StageList::Stage& st : stages.stages) {
+    const fs::path own = root / st.dir / "emu-bands.txt";
+    if (st.dir.empty() || !fs::exists(own)) continue;
+    for (EmuBand& b : load_emu_bands(own)) {
+      if (b.stage != st.name && (st.measured_as.empty() || b.stage != st.measured_as)) {
+        throw InputError(own.string() + ": a band of stage " + b.stage + "; a stage folder's " +
+                         "bands name that stage (" + st.name +
+                         (st.measured_as.empty() ? "" : " or " + st.measured_as) + ")");
+      }
+      out.push_back(std::move(b));
+    }
+  }
+  return out;
+}
+
 const EmuBand* find_emu_band(const std::vector<EmuBand>& bands, const std::string& stage,
                              const std::string& kernel, const std::string& metric) {
   // The most specific line wins: stage and kernel named, then the stage, then neither.

@@ -630,7 +630,8 @@ std::string book_stage_pages(const StageList& stages);
 // profiled passes in order; their base names must agree), for the metrics both hold of
 // emu_compared_metrics(). Each ratio emulated / measured must lie in its band:
 //
-// bench/emu-bands.txt, one band per line (blank lines and # comments skipped):
+// bench/emu-bands.txt (and a stage folder's own emu-bands.txt for the lines that name it), one band
+// per line (blank lines and # comments skipped):
 //
 //   <stage|*> <kernel base name|*> <metric> <low> <high>  # <why this band>
 //
@@ -648,6 +649,11 @@ struct EmuBand {
 const std::vector<std::string>& emu_compared_metrics();
 std::vector<EmuBand> parse_emu_bands(std::istream& in, const std::string& source);
 std::vector<EmuBand> load_emu_bands(const std::filesystem::path& file);
+/// The bands of `file` (bench/emu-bands.txt: the lines every stage shares) and of every stage
+/// folder's own emu-bands.txt (`root`/<dir>/emu-bands.txt, optional), whose lines may name only
+/// that stage or the name a run measured it under (MEASURED_AS); InputError otherwise.
+std::vector<EmuBand> load_emu_bands(const std::filesystem::path& file, const StageList& stages,
+                                    const std::filesystem::path& root);
 const EmuBand* find_emu_band(const std::vector<EmuBand>& bands, const std::string& stage,
                              const std::string& kernel, const std::string& metric);
 struct EmuComparison {
