@@ -173,7 +173,7 @@ __device__ __forceinline__ std::uint64_t wgmma_desc_sw128(std::uint32_t smem_byt
          (std::uint64_t{(sbo_bytes & 0x3FFFFu) >> 4} << 32) | (std::uint64_t{1} << 62);
 }
 
-/// PTX ISA 9.7.15.6.1 (8.5 numbering; 9.7.15.7.1 in 9.x), "Asynchronous Multiply-and-Accumulate
+/// PTX ISA 9.7.15.6.1 (8.5 numbering; 9.7.15.7.1 in 9.1), "Asynchronous Multiply-and-Accumulate
 /// Instruction: wgmma.fence":  wgmma.fence.sync.aligned;
 /// Orders registers, not memory: the ISA's one-line summary is "an ordering of register accesses
 /// between wgmma.mma_async and other operations", and only two kinds of register need it, the
