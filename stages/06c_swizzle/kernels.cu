@@ -93,6 +93,10 @@ using Pipeline = cuda::pipeline<cuda::thread_scope_thread>;
 // layout serves both directions, so bank conflicts should measure zero for every shared-memory
 // access of this kernel (the staging *stores* of the epilogue are 4-byte, 8 rows x 4 lanes at one
 // chunk: a column again).
+// At D = 64 (128-byte rows) this is, byte for byte, TMA's and wgmma's 128-byte swizzle (SW128),
+// which XORs address bits 4-6 with bits 7-9 (PTX ISA, "Tensors: Swizzling Modes"). At D = 128 it
+// is not: a row is 256 bytes, so r % 8 sits in address bits 8-10, while SW128 would XOR with the
+// 128-byte line index, bits 7-9 (the row's half, then r % 4). Stage 07a cuts rows at 64 columns.
 template <int kD>
 __device__ __forceinline__ int swizzle(int r, int c) {
   return r * kD + ((c ^ (r % 8)) * 8);

@@ -12,8 +12,10 @@
 //  * Shared memory takes the layout the descriptors read: rows of 128 bytes in (rows, 64)
 //    column blocks, chunk c of row r at c ^ (r % 8) inside 1024-byte atoms (06c's XOR swizzle,
 //    cut into 64-column blocks); the cp.async destinations compute it (swizzle()).
-//  * wgmma is asynchronous: wgmma.fence before it reads registers, commit_group to close a batch,
-//    wait_group<0> before the results are read — waited at once, so nothing overlaps yet (07c).
+//  * wgmma is asynchronous: wgmma.fence before it uses accumulator or A registers that ordinary
+//    instructions touched (a register fence: shared memory is the proxy fence's, below),
+//    commit_group to close a batch, wait_group<0> before the results are read — waited at once,
+//    so nothing overlaps yet (07c).
 //  * cp.async writes shared memory through the generic proxy, wgmma reads it through the async
 //    proxy: fence.proxy.async between them (the tile's wait).
 //  * Hopper only: wgmma exists for sm_90a alone (launcher.cu refuses other devices).
@@ -89,6 +91,15 @@ using Pipeline = cuda::pipeline<cuda::thread_scope_thread>;
 // 64..127), one after the other (06c kept a row's 256 bytes together). The conflict analysis is
 // 06c's: 8 threads copying the 8 chunks of a row, or 8 lanes storing one chunk of 8 rows, hit 8
 // different 4-bank groups.
+//
+// SW128 by its address bits (PTX ISA, "Tensors: Swizzling Modes", the 128-byte mode; the
+// descriptor's mode 1 is the same): in an atom aligned to 1024 bytes, the byte at linear offset a
+// is stored at a ^ (((a >> 7) & 7) << 4). Bits 4-6 (which 16-byte chunk of a 128-byte line) are
+// XORed with bits 7-9 (which line of the atom). Three key bits permute 2^3 = 8 chunks: the
+// pattern is 8 x 16 = 128 bytes wide, and repeats after 8 lines, 1024 bytes. So it is the
+// picture above only when a row is one line, 128 bytes = 64 fp16/bf16: hence the column blocks.
+// 06c at D = 128 keys its XOR on r % 8, address bits 8-10 of its 256-byte rows; SW128 would key
+// line 2r + h (h: the row's first or second half) on (2r + h) % 8, a different permutation.
 template <int kRows>
 __device__ __forceinline__ int swizzle(int r, int c) {
   return (c / 8) * kRows * 64 + r * 64 + ((c % 8) ^ (r % 8)) * 8;
@@ -142,16 +153,18 @@ __device__ __forceinline__ void load_tile_async(T* __restrict__ dst, const T* __
 // Shared between warps: Q_i (read by the warpgroup's wgmmas) and the K_j / V_j ring.
 //! [ownership]
 
+// clang-format off
 //! [ring]
 // The ring, kStages stages (tile j in stage j % kStages), as in stage 06c; Q_i has its own commit
 // group ahead of the tiles' and is first waited for with tile 0:
 //
 //              stage 0         stage 1         stage 2
-//   prologue   copy K_0, V_0   copy K_1, V_1   -           (Q_i: its own group, before them)
-//   tile 0     wgmma (0)       (landing)       copy K_2, V_2   <- issued after barrier (A) of tile
-//   0 tile 1     copy K_3, V_3   wgmma (1)       (landing)       <- stage 0 is free: every thread
+//   prologue   copy K_0, V_0   copy K_1, V_1   -               (Q_i: its own group, first)
+//   tile 0     wgmma (0)       (landing)       copy K_2, V_2   <- after tile 0's barrier (A)
+//   tile 1     copy K_3, V_3   wgmma (1)       (landing)       <- stage 0 is free: every thread
 //   tile 2     (landing)       copy K_4, V_4   wgmma (2)          waited for tile 0's wgmmas
 //! [ring]
+// clang-format on
 
 template <class T, class Tile, bool kCausal>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocksPerSm)
@@ -288,8 +301,10 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocksPerSm)
 
     //! [wgmma]
     float s_acc[Tile::kSRegs];  // (64, Bc) fp32 S_ij strip: Bc/8 n8 slices x 4
-    // Orders the ordinary register accesses since the last wgmma (O's rescale) before the wgmmas
-    // that touch those registers.
+    // wgmma.fence orders registers, not shared memory (ptx.cuh, "wgmma.fence"): S's accumulator
+    // registers were last read by ordinary instructions (the previous tile's softmax and packing
+    // of P), and tile 0's S is the warpgroup's first wgmma; either needs the fence. O is not an
+    // operand here. Q_i and K_j in shared memory were ordered by fence.proxy.async and (A) above.
     ptx::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < Tile::kQK; ++kk)  // S = Q K^T: D/16 x m64n128k16, the first S = 0 + ..

@@ -304,8 +304,10 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
 
       //! [wgmma]
       float s_acc[Tile::kSRegs];  // (64, Bc) fp32 S_ij strip: Bc/8 n8 slices x 4
-      // Orders the ordinary register writes since the last wgmma (O's rescale, P's packing) before
-      // the wgmmas that read them.
+      // wgmma.fence orders registers, not shared memory (ptx.cuh, "wgmma.fence"): S's accumulator
+      // registers were last read by ordinary instructions (the previous tile's softmax and packing
+      // of P), and tile 0's S is the warpgroup's first wgmma. O and P are not operands of S. Q_i
+      // and K_j came by TMA, ordered by the waits on q_full and k_full.
       ptx::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < Tile::kQK; ++kk)  // S = Q K^T: D/16 x m64n128k16, first one S = 0 + ..
@@ -378,6 +380,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       //! [p_in_registers]
 
       wait_parity(&v_full[s], static_cast<std::uint32_t>(j / kStages) & 1u, "v_full", s);
+      // O's rescale and P's packing were ordinary register writes; O is the accumulator and P the
+      // A operand of the wgmmas below, so they are fenced first.
       ptx::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < Tile::kPV; ++kk) {  // O += P_j V_j: Bc/16 x m64n{D}k16

@@ -321,8 +321,10 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       ptx::named_barrier_sync(kBarTurn + cw,
                               Tile::kConsumerThreads);  // my turn on the tensor cores
       float s_acc[Tile::kSRegs];  // (64, Bc) fp32 S_ij strip: Bc/8 n8 slices x 4
-      // Orders the ordinary register writes since the last wgmma (O's rescale, P's packing) before
-      // the wgmmas that read them.
+      // A register fence, not a memory one (ptx.cuh, "wgmma.fence"): it orders the ordinary
+      // accesses since the last wgmma to S's accumulator registers (the previous softmax), to O
+      // (its rescale) and to P (its packing) before the wgmmas below that use them: S's, and, in
+      // the same batch, P_{j-1} V_{j-1}'s.
       ptx::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < Tile::kQK; ++kk)  // S = Q K^T: D/16 x m64n128k16, first one S = 0 + ..

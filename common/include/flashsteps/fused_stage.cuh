@@ -113,7 +113,8 @@ class FusedStage : public Stage {
     if (constexpr int cc = only_compute_capability(); cc != 0 && dev.compute_capability() != cc) {
       // "At least" is not enough: machine code for an arch-specific target (the "a" of sm_90a:
       // wgmma, setmaxnreg) runs on that compute capability only, and its PTX cannot be
-      // JIT-compiled for any other GPU either (sm_100+ has tcgen05 instead of wgmma).
+      // JIT-compiled for any other GPU either (no later GPU has wgmma: sm_100/103/110 multiply
+      // with tcgen05, sm_120/121 have neither).
       return Support::no("needs " + gpu_requirement() + ": its arch-specific instructions run on " +
                          "compute capability " + std::to_string(cc / 10) + "." +
                          std::to_string(cc % 10) + " only; " + dev.name + " is sm_" +

@@ -130,11 +130,14 @@ __device__ __forceinline__ float ex2_approx_ftz(float x) {
 // with a thread count: those are below. Section numbers as in the PTX ISA 8.5 manual (9.7.15 is
 // "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions"); titles are stable.
 //
-// The wgmma.* and setmaxnreg instructions exist only for the arch-specific sm_90a target (not
-// sm_90, not sm_100+). This header is also included by translation units compiled for sm_80/89,
-// so every such asm body is inside `#if defined(__CUDA_ARCH_FEAT_SM90_ALL)` (nvcc defines it for
-// compute_90a only); elsewhere the wrapper compiles to a trap, and stages that are not built for
-// 90a never call it.
+// wgmma.* exists only for the arch-specific target sm_90a (not sm_90, and no later GPU: the
+// datacenter Blackwells, sm_100a/103a/110a, multiply with tcgen05 instead, and sm_120/121 have
+// neither). setmaxnreg is arch-specific too, but not Hopper's alone: its Target ISA Notes
+// ("setmaxnreg", 9.7.17.1) list sm_90a, sm_100a, sm_103a, sm_110a, sm_120a, sm_121a and their
+// family targets, as CCCL's cuda::ptx::setmaxnreg_inc/_dec spell out. Here both serve sm_90a. This
+// header is also included by translation units compiled for sm_80/89, so every such asm body is
+// inside `#if defined(__CUDA_ARCH_FEAT_SM90_ALL)` (nvcc defines it for compute_90a only); elsewhere
+// the wrapper compiles to a trap, and stages that are not built for 90a never call it.
 //
 // Warpgroup accumulator layout (9.7.15.5.1, "Register Fragments", m64nNk16 with .f32 d): warp
 // w = (thread % 128) / 32 of the warpgroup owns rows 16w .. 16w + 15; inside them, each n8 slice i
@@ -170,10 +173,17 @@ __device__ __forceinline__ std::uint64_t wgmma_desc_sw128(std::uint32_t smem_byt
          (std::uint64_t{(sbo_bytes & 0x3FFFFu) >> 4} << 32) | (std::uint64_t{1} << 62);
 }
 
-/// PTX ISA 9.7.15.6.1 (8.5 numbering), "wgmma.fence":  wgmma.fence.sync.aligned;
-/// Orders this warpgroup's earlier register writes (accumulators, the register A operand) and
-/// shared-memory accesses before the wgmma.mma_async that follow. Needed before the first wgmma
-/// of a batch whenever its registers were touched by ordinary instructions in between.
+/// PTX ISA 9.7.15.6.1 (8.5 numbering; 9.7.15.7.1 in 9.1), "Asynchronous Multiply-and-Accumulate
+/// Instruction: wgmma.fence":  wgmma.fence.sync.aligned;
+/// Orders registers, not memory: the ISA's one-line summary is "an ordering of register accesses
+/// between wgmma.mma_async and other operations", and only two kinds of register need it, the
+/// accumulator and the registers holding a register A operand. Required before the first
+/// wgmma.mma_async of the warpgroup, and between any ordinary access (read or write) of such a
+/// register and a later wgmma.mma_async that uses it as accumulator or A; accumulator accesses
+/// between wgmmas of the same shape are ordered without it. Shared-memory operands are not its
+/// business: the same section says that an async proxy fence orders earlier writes of those
+/// matrices before a wgmma's reads (fence.proxy.async after ordinary stores or cp.async; what a
+/// TMA copy wrote is already async-proxy data, ordered by the wait on its mbarrier).
 __device__ __forceinline__ void wgmma_fence() {
 #if defined(FLASHSTEPS_EMULATE)
   fsemu::ptx::wgmma_fence();
