@@ -22,8 +22,10 @@ git -C "$root" worktree add --detach -q "$work/base" "$base"
 # ptx <tree> <source> <arch> <out>: the source's PTX without line directives.
 ptx() {
   local tree=$1 src=$2 arch=$3 out=$4
+  # A launcher's name and title come from its manifest as definitions (flashsteps_stage_target);
+  # any value does here, since they are host strings, not kernels.
   "$nvcc" -std=c++20 -O3 --ptx -arch="$arch" -I"$tree/common/include" -I"$tree/$(dirname "$src")" \
-    -o "$out.raw" "$tree/$src"
+    -DFLASHSTEPS_STAGE_NAME='"ptx"' -DFLASHSTEPS_STAGE_TITLE='"ptx"' -o "$out.raw" "$tree/$src"
   # An unnamed namespace's mangled name (<length>_GLOBAL__N_...) holds a hash of the file's path
   # and line, which differ between the trees: it becomes UNNAMED.
   grep -v -E '^\s*\.(loc|file)\b|^\s*//' "$out.raw" |
