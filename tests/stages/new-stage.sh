@@ -51,6 +51,8 @@ flashsteps_stage(
 EOF
 sed -e 's/^flashsteps_fault(00_/flashsteps_fault(00x_/' -e 's/STAGE 00_scalar/STAGE 00x_copy/' \
   "$copy/stages/00_scalar/faults.cmake" >"$copy/$new/faults.cmake"
+# Its emulator bands name it, as a folder's bands must (fs_table refuses another stage's).
+sed -e 's/^00_scalar /00x_copy /' "$copy/stages/00_scalar/emu-bands.txt" >"$copy/$new/emu-bands.txt"
 # Its chapter, in its own folder as its manifest says, with its run box and two exercises.
 cat >"$copy/$new/chapter.md" <<'EOF'
 # A copy of stage 00 {#stage00x}
