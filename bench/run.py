@@ -54,6 +54,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -339,15 +340,13 @@ def print_plan(jobs, budget_s):
             if j.picked:
                 for c in j.cmds:
                     print(f"       {show(c, TIMEOUT)}")
-    tiers = sum(j.estimate for j in jobs if j.tier == 0)
     print(f"run.sh: estimated {need:.0f} s ({need / 60:.1f} min) for the picked commands, "
           f"{DEFAULTS['finish']} s of it for provenance, table and archive"
           + (f"; budget {budget_s:.0f} s" if budget_s > 0 else ""))
-    if budget_s > 0 and plan_seconds([j for j in jobs if j.tier == 0]) > budget_s:
-        print(f"run.sh: warning: the required commands alone need about "
-              f"{plan_seconds([j for j in jobs if j.tier == 0]):.0f} s, more than the budget: "
-              "they run anyway, each cut off at the budget's end")
-    return tiers
+    required = plan_seconds([j for j in jobs if j.tier == 0])
+    if budget_s > 0 and required > budget_s:
+        print(f"run.sh: warning: the required commands alone need about {required:.0f} s, more "
+              "than the budget: they run anyway, each cut off at the budget's end")
 
 
 def needed_files(root, jobs):
@@ -411,7 +410,6 @@ class Runner:
         """Lanes side by side (threads, one per lane, each running its jobs in order); jobs
         without a lane one after another. An optional job whose estimate no longer fits is
         left out and named."""
-        import threading
         lanes, serial = {}, []
         for j in jobs:
             (lanes.setdefault(j.lane, []) if j.lane else serial).append(j)

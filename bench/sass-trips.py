@@ -34,7 +34,6 @@ Exit codes: 0 ok, 1 a check failed, 2 bad arguments or a missing tool.
 """
 import argparse
 import glob
-import json
 import os
 import re
 import shutil

@@ -400,7 +400,6 @@ function(flashsteps_write_stage_list file)
     # The walk up the tree, made once here: every reader takes a stage's ancestors from this list
     # (nearest first) instead of following "parent" itself.
     set(ancestors "")
-    set(up "${parent}")
     get_property(up GLOBAL PROPERTY FLASHSTEPS_STAGE_PARENT_${name})
     while(NOT up STREQUAL "")
       list(APPEND ancestors "\"${up}\"")
