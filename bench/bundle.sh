@@ -18,7 +18,7 @@
 #                       other sanitizers and profiles only when the budget allows
 #   OUT/bundle.json     the commit built, the architectures, and the stages and baselines bundled
 #
-#   bench/bundle.sh [--arch LIST] [--build-dir DIR] [--stages "06a 07c"] OUT
+#   bench/bundle.sh [--arch LIST] [--build-dir DIR] [--stages "06a 07d"] OUT
 #   --arch       CMAKE_CUDA_ARCHITECTURES of the build (default 90a: H100/H200; e.g. "80;89",
 #                or native on a GPU host)
 #   --build-dir  the build folder (default build/bundle-<arch>); rebuilt incrementally

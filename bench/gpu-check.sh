@@ -43,7 +43,7 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   fs_table=${FLASHSTEPS_FS_TABLE:-build/cpu/bench/fs_table}
   next="Next: without a GPU, --emulate runs the same kernels on the CPU emulator (fsemu) and checks
 them against the CPU reference (it times nothing): one stage with
-  cmake --preset cpu && cmake --build build/cpu --target stage07c && build/cpu/stages/stage07c --emulate
+  cmake --preset cpu && cmake --build build/cpu --target stage07d && build/cpu/stages/stage07d --emulate
 and every stage's GPU suite on the emulator with tests/run.sh (or ctest --test-dir build/cpu -L emu).
 On a machine with an NVIDIA GPU (sm_80 or newer), bench/compare.sh times every stage and prints the
 table."

@@ -48,7 +48,7 @@
 # module and the 12 modules' init). From scratch on the 2-core machine without a GPU where it was
 # checked, it took 3 min 19 s and 3 min 39 s of CPU (user + sys) in two runs, 4 min 29 s and
 # 4 min 55 s of wall time (the cores shared with another build); the slowest files, 07a's and
-# 07c's kernels.cu, are about 7% of it each. On the host's 16 cores that is about 30 to 60 s,
+# 07d's kernels.cu, are about 7% of it each. On the host's 16 cores that is about 30 to 60 s,
 # configure included (an estimate: not yet run there); a second run on the same machine rebuilds
 # in seconds. Then about 5 s per stage for the compare processes (Python, torch and the CUDA
 # context start each time: about 1 min) and under 1 min for pytest.

@@ -36,7 +36,7 @@ summary per stage.
   --dry-run     print the plan (every command with its timeout and estimate) and the files it
                 needs, check that the bundle holds them, and run nothing; needs no GPU
   --steps       a subset of tests,sanitizers,runner,bench,sdpa,profile (default: all)
-  --stages      names or numbers of stages (06a, 07 for 07a-07c, 07c_overlap; see
+  --stages      names or numbers of stages (06a, 07 for 07a-07d, 07d_overlap; see
                 stage_tree.py): only these; the baselines always run
   --out         the run folder (default runs/<gpu>/<date>_<commit> next to this script)
   --dtypes      the bench's dtypes (default fp16; bf16 is then added when the budget allows)

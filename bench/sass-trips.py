@@ -88,7 +88,7 @@ CENSUS = r"\b(HMMA|HGMMA|LDSM|LDGSTS|UTMALDG|UTMASTG|USETMAXREG|BAR|SYNCS)[.A-Z0
 # code (nvdisasm -gi); the smallest region holding an instruction applies. bands: the
 # classes that are not exact, (low, high) of predicted / emulated. Shape: B=4, H=16, Sq=Skv=2048,
 # D=64, fp16, not causal (the runner arguments of the run's ncu_<stage>.provenance.txt, or of its
-# nearest profiled ancestor's for a stage the run did not profile: 06a, 06b, 07a, 07b).
+# nearest profiled ancestor's for a stage the run did not profile: 06a, 06b, 07a, 07c).
 def _model_03(s):
     # stages/03_online_softmax: OnlineSoftmaxTraits<64>: Br = Bc = 64, 128 threads = 4 warps.
     br, bc, d, thr = 64, 64, s["D"], 128
@@ -243,8 +243,8 @@ def _model_07a(s):
 def _tma_roles_model(s, namespace):
     # HopperTraits<64, 128, 4>: Br = 128 query rows (two consumer warpgroups of 64 rows), Bc = 128,
     # 4 stages; 384 threads = 12 warps: warpgroup 0 produces (thread 0 issues every TMA copy),
-    # warpgroups 1 and 2 consume. The roles of stages 07b (namespace tma_roles) and 07c (hopper),
-    # whose producers are the same; 07b's consumers run every tile alike, in order:
+    # warpgroups 1 and 2 consume. The roles of stages 07c (namespace tma_roles) and 07d (hopper),
+    # whose producers are the same; 07c's consumers run every tile alike, in order:
     #   for (j = 0; j < Tc_full; ++j) tile_step(j, unmasked); for (j = Tc_full; j < Tc_i; ++j) ...
     br, bc, d, stages = 128, 128, s["D"], 4
     tc = s["Skv"] // bc  # not causal: Tc_i = Tc_full = Skv / Bc
@@ -258,7 +258,7 @@ def _tma_roles_model(s, namespace):
             # Each TMA copy sits in a loop nvcc makes around it (ELECT one lane, issue, repeat for
             # lanes with other operands): once, with one thread active. Thread 0: one warp.
             (r"cuda::ptx::cp_async_bulk_tensor\(cuda::ptx::space_cluster", 1, 1),
-            # The consumers (07b): every tile unmasked here, none masked.
+            # The consumers (07c): every tile unmasked here, none masked.
             (r"j = 0; j < Tc_full; \+\+j", tc, consumers),
             (r"j = Tc_full; j < Tc_i", 0, consumers),
         ],
@@ -275,13 +275,13 @@ def _tma_roles_model(s, namespace):
 
 
 def _model_07b(s):
-    # stages/07b_tma_roles: the producer and consumers of _tma_roles_model as they are. Its only
+    # stages/07c_roles: the producer and consumers of _tma_roles_model as they are. Its only
     # named barrier is kBarStore + cw (a bar.sync, no bar.arrive) before O's TMA store.
     return _tma_roles_model(s, "tma_roles")
 
 
 def _model_07(s):
-    # stages/07c_overlap (measured as 07_hopper): 07b's roles, with a consumer's tile loop split
+    # stages/07d_overlap (measured as 07_hopper): 07c's roles, with a consumer's tile loop split
     # for the overlap: tile 0 peeled (`first`), then tiles 1 .. Tc-1, and two named barriers
     # that make the consumers take turns.
     tc = s["Skv"] // 128
@@ -323,7 +323,7 @@ MODELS = {
     "06b_registers": _model_06b,
     "06c_swizzle": _model_06c,
     "07a_wgmma": _model_07a,
-    "07b_tma_roles": _model_07b,
+    "07c_roles": _model_07b,
     "07_hopper": _model_07,
 }
 

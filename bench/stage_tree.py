@@ -16,8 +16,8 @@ of a name.
     stage_tree.py TREE ancestors NAME [FIELDS]    NAME's parent, its parent, ... to the first stage,
                                                   nearest first (with FIELDS as for field)
 
-A WORD picks by name or by number: a whole name (`07c_overlap`, `baseline_cublas`), a stage's
-number with its letter (`06a`), a number without one (`07`: 07a, 07b and 07c), or a name the stage
+A WORD picks by name or by number: a whole name (`07d_overlap`, `baseline_cublas`), a stage's
+number with its letter (`06a`), a number without one (`07`: 07a to 07d), or a name the stage
 was measured under (`07_hopper`: MEASURED_AS). No WORD picks every stage and baseline. A WORD that
 picks nothing is an error that lists what exists (exit 2).
 """

@@ -363,7 +363,7 @@ endfunction()
 #                "dir": "stages/04_cp_async", "runner": "stage04"}, ...,
 #               {"name": "06c_swizzle", ..., "measured_as": "06_registers",
 #                "large_step": "..."}, ...,
-#               {"name": "07c_overlap", ..., "archs": ["90a"], "watchdog": true}],
+#               {"name": "07d_overlap", ..., "archs": ["90a"], "watchdog": true}],
 #    "baselines": [{"name": "baseline_cublas", "dir": "bench/baselines/cublas",
 #                   "runner": "baseline_cublas"}]}
 function(flashsteps_write_stage_list file)

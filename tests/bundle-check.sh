@@ -8,7 +8,7 @@
 # binaries replaced by stand-ins) and checks the run folder it writes.
 #
 #   tests/bundle-check.sh [--stages WORDS] [--build-dir DIR] WORK
-#   --stages     bundle only these stages (default in CTest: "06a 07c", see tests/CMakeLists.txt)
+#   --stages     bundle only these stages (default in CTest: "06a 07d", see tests/CMakeLists.txt)
 #   --build-dir  the bundle's build folder (default WORK/build; rebuilt incrementally)
 # Exit codes: 0 ok, 1 a check failed, 2 bad arguments.
 set -euo pipefail

@@ -50,13 +50,13 @@ done
 # The one executed-instruction count a GPU has measured so far: the probe of the wgmma counters
 # (book/data/<gpu>/probes/*_ncu_tensor_metrics.txt) ran stage 07 at one shape and printed
 # sm__inst_executed_pipe_tensor_op_{gmma,hmma}.sum; the emulator must count the same, exactly.
-# That runner was stage07 of 59ee13adc096, whose kernels are stage 07c's (07c_overlap, MEASURED_AS
-# 07_hopper): stage07c runs them now.
+# That runner was stage07 of 59ee13adc096, whose kernels are stage 07d's (07d_overlap, MEASURED_AS
+# 07_hopper): stage07d runs them now.
 for probe in "$root"/book/data/*/probes/*_ncu_tensor_metrics.txt; do
   args=$(sed -n 's/^\$ ncu .* stage07 \(--batch .*\)$/\1/p' "$probe")
   [[ -n $args ]] || continue
   read -r -a words <<<"$args"
-  "$runners/stage07c" "${words[@]}" --profile --profile-blocks 2 --profile-csv "$work/probe.csv" \
+  "$runners/stage07d" "${words[@]}" --profile --profile-blocks 2 --profile-csv "$work/probe.csv" \
     >/dev/null
   for metric in sm__inst_executed_pipe_tensor_op_gmma.sum sm__inst_executed_pipe_tensor_op_hmma.sum; do
     measured=$(awk -v m="$metric" '$1 == m { gsub(",", "", $3); print $3 }' "$probe")
@@ -65,7 +65,7 @@ for probe in "$root"/book/data/*/probes/*_ncu_tensor_metrics.txt; do
     echo "probe $(basename "$probe"): $metric measured $measured, emulated $emulated"
     if [[ -z $measured || $measured != "$emulated" ]]; then
       echo "emu-compare.sh: $metric: the emulator counts '$emulated', the probe measured" \
-           "'$measured' (stage07c $args)" >&2
+           "'$measured' (stage07d $args)" >&2
       status=1
     fi
   done

@@ -4,7 +4,7 @@ comparison table: each SDPA backend forced in turn, timed exactly as bench/harne
 stage, written as Google Benchmark JSON that fs_table reads next to the stages' results.
 
     python3 bench/sdpa/sdpa_bench.py --out book/data/<gpu>/<run>/sdpa.json
-        (--harness build/gpu/bench/bench_07c_overlap | --shapes b16_h16_sq1024_skv1024_d128_fp16 ...)
+        (--harness build/gpu/bench/bench_07d_overlap | --shapes b16_h16_sq1024_skv1024_d128_fp16 ...)
         [--dtypes fp16,bf16] [--backends flash cudnn efficient math] [--iters 30] [--warmup 3]
         [--seed 1]
     python3 bench/sdpa/sdpa_bench.py --self-test [--harness BENCH]   # no torch, no GPU

@@ -29,7 +29,7 @@ class Stage:
     """One stage of the stage tree, as ``stages()`` reports it.
 
     Attributes:
-        name: the stage's folder name, e.g. ``"07c_overlap"``; ``attention(stage=...)`` takes it.
+        name: the stage's folder name, e.g. ``"07d_overlap"``; ``attention(stage=...)`` takes it.
         parent: the stage it builds on (its lesson is the difference), ``None`` for the first.
         title: its chapter's title in the book.
         head_dims: every head dimension D its kernels are instantiated for.
@@ -80,7 +80,7 @@ def _stage_name(stage: Union[str, int]) -> str:
         if len(matches) == 1:
             return matches[0]
     raise ValueError(f"unknown stage {stage!r}: the stages are {', '.join(names)} "
-                     "(a name, its number as '07c' or '05', or 5)")
+                     "(a name, its number as '07d' or '05', or 5)")
 
 
 def stages() -> Tuple[Stage, ...]:
@@ -194,7 +194,7 @@ def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = 
             ``ml_dtypes`` package on PyPI, as JAX does); their bits go to the kernels as they are.
         k: ``[B, H, Skv, D]``, same dtype and device as ``q``.
         v: ``[B, H, Skv, D]``, same dtype and device as ``q``.
-        stage: the stage's name (``"07c_overlap"``), its number (``"07c"``, ``"05"``) or ``5``;
+        stage: the stage's name (``"07d_overlap"``), its number (``"07d"``, ``"05"``) or ``5``;
             ``stages()`` lists them.
         causal: the bottom-right aligned causal mask.
         scale: the softmax scale; ``None`` (or 0, as ``--scale 0``) gives ``1/sqrt(D)``.

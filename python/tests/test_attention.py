@@ -232,10 +232,10 @@ def test_unknown_stage_is_a_value_error():
 def test_numpy_round_trip_and_stage_names():
     q, k, v = make_inputs(1, 2, 10, 12, 64, "fp16")
     q.flags.writeable = False  # read-only inputs are fine: nothing writes them
-    o = flashsteps.attention(q, k, v, stage="07c_overlap", emulate=True)
+    o = flashsteps.attention(q, k, v, stage="07d_overlap", emulate=True)
     assert type(o) is np.ndarray and o.dtype == np.float16 and o.flags.c_contiguous
     assert not np.shares_memory(o, q)
-    for alias in ("07c",):
+    for alias in ("07d",):
         assert np.array_equal(flashsteps.attention(q, k, v, stage=alias, emulate=True), o)
     assert check(o, None, q, k, v) == []
 
@@ -268,7 +268,7 @@ def test_stages_is_the_build_stage_tree():
     assert names[0] == "00_scalar" and tree[0].parent is None
     for s in tree[1:]:
         assert s.parent in names[: names.index(s.name)], s
-    hopper = tree[names.index("07c_overlap")]
+    hopper = tree[names.index("07d_overlap")]
     assert hopper.min_compute_capability == 90 and "sm_90a" in hopper.gpu_requirement
     build = os.environ.get("FLASHSTEPS_BUILD_DIR")
     if build:
@@ -278,7 +278,7 @@ def test_stages_is_the_build_stage_tree():
         assert [(s["name"], s["parent"]) for s in built] == [(s.name, s.parent) for s in tree]
 
 
-@pytest.mark.parametrize("stage", ["02_wmma", "06c_swizzle", "07c_overlap"])
+@pytest.mark.parametrize("stage", ["02_wmma", "06c_swizzle", "07d_overlap"])
 def test_layout_is_what_the_runner_prints(stage):
     r = subprocess.run([str(runner(stage, True)), "--layout"], capture_output=True, text=True,
                        timeout=120)

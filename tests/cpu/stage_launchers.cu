@@ -1,4 +1,4 @@
-// tests/cpu/stage_launchers.cu — the launchers of stages 01, 02, 07a, 07b and 07c inside test_cpu,
+// tests/cpu/stage_launchers.cu — the launchers of stages 01, 02, 07a, 07c and 07d inside test_cpu,
 // so that the refusals their launch() and supports() make before any CUDA call are tested without a
 // GPU (test_stage_launch.cpp).
 //
@@ -33,18 +33,18 @@
 #undef FLASHSTEPS_STAGE_NAME
 #undef FLASHSTEPS_STAGE_TITLE
 
-#define make_stage make_stage_07b_tma_roles
-#define FLASHSTEPS_STAGE_NAME FLASHSTEPS_MANIFEST_NAME_07b_tma_roles
-#define FLASHSTEPS_STAGE_TITLE FLASHSTEPS_MANIFEST_TITLE_07b_tma_roles
-#include "07b_tma_roles/launcher.cu"
+#define make_stage make_stage_07c_roles
+#define FLASHSTEPS_STAGE_NAME FLASHSTEPS_MANIFEST_NAME_07c_roles
+#define FLASHSTEPS_STAGE_TITLE FLASHSTEPS_MANIFEST_TITLE_07c_roles
+#include "07c_roles/launcher.cu"
 #undef make_stage
 #undef FLASHSTEPS_STAGE_NAME
 #undef FLASHSTEPS_STAGE_TITLE
 
-#define make_stage make_stage_07c_overlap
-#define FLASHSTEPS_STAGE_NAME FLASHSTEPS_MANIFEST_NAME_07c_overlap
-#define FLASHSTEPS_STAGE_TITLE FLASHSTEPS_MANIFEST_TITLE_07c_overlap
-#include "07c_overlap/launcher.cu"
+#define make_stage make_stage_07d_overlap
+#define FLASHSTEPS_STAGE_NAME FLASHSTEPS_MANIFEST_NAME_07d_overlap
+#define FLASHSTEPS_STAGE_TITLE FLASHSTEPS_MANIFEST_TITLE_07d_overlap
+#include "07d_overlap/launcher.cu"
 #undef make_stage
 #undef FLASHSTEPS_STAGE_NAME
 #undef FLASHSTEPS_STAGE_TITLE

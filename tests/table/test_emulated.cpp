@@ -154,7 +154,7 @@ TEST_CASE("a stage folder's own bands join the shared ones, and name only that s
   dir.write("stages/03x/emu-bands.txt", "04_other k m 1 1  # another stage's\n");
   CHECK_THROWS_WITH(load_emu_bands(dir.path / "shared.txt", tree, dir.path),
                     ContainsSubstring("a band of stage 04_other"));
-  // The committed bands: the shared file and the stage folders together (stage 07c's lines name
+  // The committed bands: the shared file and the stage folders together (stage 07d's lines name
   // 07_hopper, the name the committed run measured it under).
   const auto all = load_emu_bands(FS_TABLE_BENCH_DIR "/emu-bands.txt", build_stages(),
                                   std::filesystem::path(FS_TABLE_BENCH_DIR).parent_path());

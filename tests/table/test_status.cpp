@@ -29,7 +29,7 @@ TEST_CASE("status: each stage's GPU suite from the test binaries' log", "[status
   const RunData run = logs("run_logs");
   CHECK(suite_result(run, "03_online_softmax") == State::passed);
   CHECK(suite_result(run, "05_warp_specialized") == State::failed);
-  CHECK(suite_result(run, "07c_overlap") == State::skipped);
+  CHECK(suite_result(run, "07d_overlap") == State::skipped);
   CHECK(suite_result(run, "06_registers") == State::not_run);
   CHECK(suite_result(logs("no_such_run"), "03_online_softmax") == State::not_run);
 }
@@ -47,7 +47,7 @@ TEST_CASE("status: the table marks failures plainly", "[status]") {
   const std::string md = render(status_table(logs("run_logs")), Format::markdown);
   CHECK_THAT(md, ContainsSubstring("| `03_online_softmax` | passed | 1 of 3 runs FAILED |"));
   CHECK_THAT(md, ContainsSubstring("| `05_warp_specialized` | FAILED | not run |"));
-  CHECK_THAT(md, ContainsSubstring("| `07c_overlap` | skipped | not run |"));
+  CHECK_THAT(md, ContainsSubstring("| `07d_overlap` | skipped | not run |"));
 }
 
 TEST_CASE("status: the README block is replaced between its markers, and only there", "[status]") {

@@ -1,5 +1,5 @@
 // flashsteps/hopper_tma_stage.cuh — what the launchers of the Hopper stages with a TMA producer
-// warpgroup and setmaxnreg budgets (07b_tma_roles, 07c_overlap) decide alike, on top of what every
+// warpgroup and setmaxnreg budgets (07c_roles, 07d_overlap) decide alike, on top of what every
 // fused stage shares (fused_stage.cuh): compute capability 9.0 only, the kernel's four TMA tensor
 // maps (cuda/tensor_map.cuh), and a check in setup() that the compiled kernel holds the registers
 // its setmaxnreg budgets move. Such a stage's launcher then says only its name, its kernel and its

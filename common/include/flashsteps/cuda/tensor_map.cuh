@@ -1,5 +1,5 @@
 // flashsteps/cuda/tensor_map.cuh — what the launchers of the Hopper stages that load through TMA
-// (07b_tma_roles, 07c_overlap) share: the driver's tensor-map encoder, looked up through the
+// (07c_roles, 07d_overlap) share: the driver's tensor-map encoder, looked up through the
 // runtime, and the 3-D, 128B-swizzled map over a [B*H, rows, D] tensor their kernels read and
 // write. Host code only: the kernels receive the maps as __grid_constant__ parameters.
 #pragma once

@@ -1,15 +1,15 @@
-# stages/07b_tma_roles/faults.cmake — the planted faults of 07b_tma_roles: one flashsteps_fault() each
+# stages/07c_roles/faults.cmake — the planted faults of 07c_roles: one flashsteps_fault() each
 # (emu/faults/CMakeLists.txt says what each argument means, emu/faults/README.md how to run them).
 # Each changes one line of the stage's source; FROM is that line with enough of its surroundings
 # to occur exactly once. emu/faults/faults.cmake reads every stage folder's faults.cmake.
 
-flashsteps_fault(07b_dropped_empty_arrive STAGE 07b_tma_roles
+flashsteps_fault(07c_dropped_empty_arrive STAGE 07c_roles
   BREAKS "consumers never release a stage of the ring: the producer waits on empty[s] forever once it wraps"
   FROM [=[      cuda::ptx::mbarrier_arrive(&empty[s]);  // K_j, V_j may be overwritten]=]
   TO   [=[      // (planted fault: the release of the stage is gone)]=]
   EXPECT "deadlock: every live thread.* 256 of 256 arrivals pending" TESTS "same inputs twice*")
 
-flashsteps_fault(07b_s_read_before_wait STAGE 07b_tma_roles
+flashsteps_fault(07c_s_read_before_wait STAGE 07c_roles
   BREAKS "no wgmma.wait_group after S = Q K^T: the mask and the softmax read and write S while its wgmmas still run"
   FROM [=[      // Wait for S_j before reading it: nothing else is in flight.
       ptx::wgmma_wait_group<0>();]=]
@@ -17,7 +17,7 @@ flashsteps_fault(07b_s_read_before_wait STAGE 07b_tma_roles
       // (planted fault: the wait for S_j is gone)]=]
   EXPECT "of its accumulator fragment .* still in flight" TESTS "a non-default softmax scale")
 
-flashsteps_fault(07b_v_expect_tx_one_block STAGE 07b_tma_roles
+flashsteps_fault(07c_v_expect_tx_one_block STAGE 07c_roles
   BREAKS "V's expect_tx counts one 64-column block of the two at D = 128: v_full completes with half of V_j in flight"
   FROM [=[                                             cuda::ptx::space_shared, &v_full[s],
                                              static_cast<std::uint32_t>(Tile::kKVBytes));]=]

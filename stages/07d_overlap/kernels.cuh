@@ -1,4 +1,4 @@
-// stages/07c_overlap/kernels.cuh — what the Hopper stage's kernel file exports to its launcher: the
+// stages/07d_overlap/kernels.cuh — what the Hopper stage's kernel file exports to its launcher: the
 // tile traits (sizes, warpgroup roles and register budgets, the TMA ring, the assumptions behind
 // them), the tile each head dim runs, and the kernel itself (struct Kernel: one variant per dtype,
 // tile and causal flag).

@@ -1,4 +1,4 @@
-// stages/07b_tma_roles/kernels.cuh — what stage 07b's kernel file exports to its launcher: the
+// stages/07c_roles/kernels.cuh — what stage 07c's kernel file exports to its launcher: the
 // tile traits (sizes, warpgroup roles and register budgets, the TMA ring, the assumptions behind
 // them), the tile each head dim runs, and the kernel itself (struct Kernel: one variant per dtype,
 // tile and causal flag).
@@ -90,7 +90,7 @@ struct HopperTraits {
   /// Dynamic shared memory per block (the table above).
   static constexpr std::size_t kSmemBytes = kOffBar + kBarBytes + kAlignSlack;
 
-  static_assert(D == 64 || D == 128, "stage 07b instantiates D = 64 and D = 128 only");
+  static_assert(D == 64 || D == 128, "stage 07c instantiates D = 64 and D = 128 only");
   static_assert(sizeof(__half) == kElem && sizeof(__nv_bfloat16) == kElem,
                 "fp16 and bf16 are both 2-byte types");
   static_assert(kConsumerRows == 64, "a consumer warpgroup owns one wgmma m64 strip of Q_i");

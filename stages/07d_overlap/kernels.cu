@@ -1,46 +1,47 @@
 // =================================================================================================
-// Stage 07b — TMA and warpgroup roles: 07a's wgmma consumer, fed by a producer warpgroup.
+// Stage 07d — overlap: 07c's producer and two consumer warpgroups, with the softmax under the
+// tensor cores' work (FlashAttention-3's design, complete).
 //
-// What changed since stage 07a (its parent: one consumer warpgroup of 64 rows that loads its own
-// tiles with cp.async and runs S = Q K^T, the softmax and O += P V on wgmma, in order): the math
-// of a consumer, its descriptors and its synchronous tile loop are 07a's; who moves the data, and
-// how many warpgroups compute, changed:
-//  * cp.async by every thread -> TMA: one thread issues cp.async.bulk.tensor per 64-column block;
-//    the copy engine swizzles (128 B), zero-fills past the tensor's edge and signals an mbarrier
-//    with the bytes it wrote (expect_tx / complete_tx). Tensor maps are 3-D [B*H, S, D], so boxes
-//    clip at their own head's S. A ring of full / empty mbarriers replaces the block barrier.
-//  * Roles by warpgroup: warpgroup 0 produces and gives its registers back (setmaxnreg.dec 24);
-//    warpgroups 1 and 2 consume (setmaxnreg.inc 240), 64 query rows each: Br = 128, so each K_j,
-//    V_j brought in serves 128 rows, and while one consumer runs its softmax the other's wgmmas
-//    can use the tensor cores (nothing orders the two yet).
-//  * Epilogue: O / l staged swizzled in the consumer's dead Q rows, written by a TMA store that
-//    drops rows >= Sq (07a: 16-byte ordinary stores).
-// What stays for stage 07c: each consumer still waits for S_j before its softmax and for P_j V_j
-// before the next S; 07c issues tile j's S with tile j-1's P V and makes the consumers take turns.
+// What changed since stage 07c (its parent): the producer, the ring, the tensor maps, setmaxnreg,
+// the descriptors, the softmax and the TMA store are 07c's; a consumer's tile loop changed:
+//  * Tile j's S = Q K_j^T and tile j-1's O += P_{j-1} V_{j-1} are issued together (two commit
+//    groups); wgmma.wait_group 1 waits for S_j only, and the softmax of S_j runs while P V may
+//    still run; wait_group 0 then frees P and stage j-1 (empty[s] is released one tile later).
+//  * The last tile's P V is issued after the loop (nothing left to overlap it with); tile 0 issues
+//    S only (`first`).
+//  * Ping-pong: two named barriers (kBarTurn + cw) make the consumers take turns issuing their
+//    wgmmas, so one's softmax falls under the other's products.
+// Seen from stage 06 (FA2 on mma.sync), the series 07a -> 07c -> 07d changes: mma.sync + ldmatrix
+// -> wgmma m64nNk16 from shared-memory descriptors (07a); cp.async by every thread -> TMA with
+// full / empty mbarriers and expect_tx, warpgroup roles with setmaxnreg, two consumers and a TMA
+// store (07c); the overlap (here).
 //
+// The prediction below was written against stage 06, before the series was split (this kernel is
+// the one the committed run measured as 07_hopper); 07c's header predicts 07d against 07c.
 //! [prediction]
-// Which metric should move, and by how much (written before any GPU ran this stage; the committed
-// H100 run measured 07c's kernel, then named 07_hopper: 628 TFLOP/s at D = 128, S = 2k and
-// 414-439 at D = 64, S >= 2k, fp16, non-causal):
-//  * Vs stage 07c: the overlap is all 07b lacks. FlashAttention-3's ablation puts its pipelining
-//    of GEMMs and softmax at ~12% at D = 128 (FA3 paper, Section 4.2, Table 2), and 07c's SASS
-//    keeps only the ping-pong of it. Without turns the two consumers still overlap by chance, so
-//    07c is 1.05-1.25x faster than 07b at D = 128, S >= 2k: 07b ~500-600 TFLOP/s, fp16. At D = 64,
-//    where the softmax is as long as the products, 1.1-1.3x: 07b ~330-400 TFLOP/s.
-//  * Vs stage 07a: two consumers per block instead of one and no thread of a consumer spent on
-//    copies or block barriers: 1.3-2.0x faster at D = 128, S >= 2k (one warpgroup alone leaves
-//    the tensor pipe idle through each softmax and each barrier).
-//  * Tensor pipe (`sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active`, which
-//    counts wgmma on the H100): 35-50% at D = 64, S = 2k (07c: the run's profile).
-//  * Resources: as 07c — ptxas 168 registers at launch (the __launch_bounds__(384, 1) cap),
-//    0 spills; HGMMA and no HMMA, UTMALDG / UTMASTG, SYNCS.* in SASS.
+// Which metric should move, and by how much (written before measuring; H100 SXM: 132 SMs, ~1.83
+// GHz, dense fp16/bf16 wgmma peak 989 TFLOP/s; the bench's "measured peak" is a large cuBLAS GEMM,
+// typically ~700-750 TFLOP/s there):
+//  * Tensor pipe: `sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active` (0 in
+//    stage 06, which ran HMMA): 60-70% at D = 128 and 40-50% at D = 64 (non-causal, S >= 2k); at
+//    D = 128 the tensor pipe is the bound, at D = 64 MUFU and tensor are even.
+//  * Throughput, fp16, S >= 2k, non-causal: D = 128 ~500-600 TFLOP/s (~70-80% of the measured
+//    GEMM peak), D = 64 ~350-420. Vs SDPA's flash backend (FA2, same run) 1.4-1.7x; vs cuDNN SDPA
+//    (same run) parity at best, more likely 5-15% below. Causal: 10-20% fewer TFLOP/s.
+//  * Short S (512-1k): 0.6-0.8x of the long-S rate.
+//  * Stage 06 -> 07 latency at D = 128, S >= 2k: 1.5-1.8x faster.
+//  * Resources: ptxas reports 168 registers (the __launch_bounds__(384, 1) cap; setmaxnreg then
+//    moves them: producer 24, consumers 240), 0 spills; SASS has HGMMA and no HMMA, UTMALDG for the
+//    loads, UTMASTG for the store, SYNCS.* for the mbarriers.
 //! [prediction]
 //
 // Limits: compute capability 9.0 exactly (sm_90a: wgmma, setmaxnreg); D = 64 and 128; fp16 and
 // bf16; causal or not; any Sq, Skv >= 1; Q, K, V, O 16-byte aligned (TMA's rules); B*H*Tr < 2^31
-// blocks; one block per SM, no clusters. A consumer's tensor cores idle during its softmax (07c
-// overlaps); K released with V; no persistent grid, no TMA multicast, no FP8. The reasoning:
-// book/chapters/stage_07b_tma_roles.md.
+// blocks; one block per SM, no clusters. Not yet, versus FA3: no persistent grid, no TMA multicast,
+// K released with V, Bc = 128 at D = 128 (FA3: 176), no FP8, unconditional O rescale, forward
+// causal order. ptxas 13.0 hoists the P V wait above the exp2s, so only the ping-pong overlaps
+// softmax with tensor work today. The model behind the numbers, and the verdicts:
+// book/chapters/stage_07d_overlap.md.
 // =================================================================================================
 #include <cuda.h>  // CUtensorMap and its enums (header only: the encoder comes via the runtime)
 #include <cuda/ptx>
@@ -55,16 +56,20 @@
 #include "flashsteps/mask.hpp"
 #include "kernels.cuh"
 
-namespace flashsteps::tma_roles {
+namespace flashsteps::hopper {
 namespace {
 
-// The named barriers (bar.sync / bar.arrive ids; 0 is __syncthreads()'s), one meaning per id:
-// one per consumer warpgroup c = 0, 1, and consumer c's barrier is kBarStore + cw.
+// The named barriers (bar.sync / bar.arrive ids; 0 is __syncthreads()'s), one meaning per id.
+// Each kind comes in a pair, one per consumer warpgroup c = 0, 1, and consumer c's barrier is
+// its pair's first id + c: kBarTurn + cw, kBarStore + cw.
 enum NamedBarrier : int {
-  kBarStore = 1,           // consumer 0's staged O is complete (128 threads: its warpgroup)
-  kBarStoreConsumer1 = 2,  // consumer 1's staged O is complete (128 threads: its warpgroup)
+  kBarTurn = 1,            // consumer 0's turn to issue its wgmmas (256 threads: both consumers)
+  kBarTurnConsumer1 = 2,   // consumer 1's turn to issue its wgmmas (256 threads: both consumers)
+  kBarStore = 3,           // consumer 0's staged O is complete (128 threads: its warpgroup)
+  kBarStoreConsumer1 = 4,  // consumer 1's staged O is complete (128 threads: its warpgroup)
 };
-static_assert(kBarStoreConsumer1 == kBarStore + 1, "consumer c's barrier is the first id + c");
+static_assert(kBarTurnConsumer1 == kBarTurn + 1 && kBarStoreConsumer1 == kBarStore + 1,
+              "consumer c's barrier of a pair is the pair's first id + c");
 static_assert(kBarStoreConsumer1 < 16, "a block has 16 named barriers, ids 0 to 15");
 
 //! [barriers]
@@ -115,8 +120,8 @@ __device__ __forceinline__ std::uint32_t swizzled_offset(int r, int col) {
 //
 //   producer:  wait empty[s] (n&1)^1 -> expect_tx k_full[s], TMA K_j
 //                                   -> expect_tx v_full[s], TMA V_j
-//   consumer:  wait k_full[s] n&1 -> S_j = Q K_j^T ... wait v_full[s] n&1 -> O += P_j V_j
-//              -> wgmma.wait_group -> arrive empty[s]
+//   consumer:  wait k_full[s] n&1 -> S_j = Q K_j^T ... wait v_full[s] n&1 -> O += P_j V_j ...
+//              wgmma.wait_group -> arrive empty[s]
 //! [ring]
 
 template <class T, class Tile, bool kCausal>
@@ -290,31 +295,60 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     std::uint32_t p_frag[Tile::kPV][4];  // (64, Bc) dtype P strip: Bc/16 register A operands
 
     if (Tc_i > 0) wait_parity(q_full, 0, "q_full", 0);
+    //! [pingpong]
+    // Consumer 0 goes first: consumer 1 opens consumer 0's turn barrier once. Afterwards each
+    // consumer, after issuing its products of tile j, opens the other's turn — except consumer 1
+    // after its last tile, whose opening nobody would wait for (every bar.sync is matched by
+    // exactly one bar.arrive: Tc_i turns each).
+    if (cw == 1 && Tc_i > 0) ptx::named_barrier_arrive(kBarTurn + 0, Tile::kConsumerThreads);
+    //! [pingpong]
 
-    // One tile j, in order: S_j = Q K_j^T, its softmax, O += P_j V_j, each product waited for
-    // before the next step reads its result — while this warpgroup runs its softmax, its tensor
-    // cores idle (the other consumer may use them). `masked` is std::true_type for the diagonal /
-    // ragged tiles: compile-time, so the wgmma sequence of a tile has no run-time branch for
-    // ptxas to track groups across.
-    auto tile_step = [&](int j, auto masked) {
+    // One tile j: S_j = Q K_j^T and O += P_{j-1} V_{j-1} issued together, then the softmax of S_j
+    // while the P V product may still run. `masked` is std::true_type for the diagonal / ragged
+    // tiles, `first` for tile 0 (no P V yet): both compile-time, so the wgmma sequence of a tile
+    // has no run-time branch for ptxas to track groups across.
+    auto tile_step = [&](int j, auto masked, auto first) {
       constexpr bool kMasked = decltype(masked)::value;
+      constexpr bool kFirst = decltype(first)::value;
       const int s = j % kStages;
       const int kv0 = j * Bc;  // first key of K_j
       wait_parity(&k_full[s], static_cast<std::uint32_t>(j / kStages) & 1u, "k_full", s);
+      const int sp = (j + kStages - 1) % kStages;  // stage of tile j - 1 (unless kFirst)
+      if constexpr (!kFirst)
+        wait_parity(&v_full[sp], static_cast<std::uint32_t>((j - 1) / kStages) & 1u, "v_full", sp);
 
       //! [wgmma]
+      ptx::named_barrier_sync(kBarTurn + cw,
+                              Tile::kConsumerThreads);  // my turn on the tensor cores
       float s_acc[Tile::kSRegs];  // (64, Bc) fp32 S_ij strip: Bc/8 n8 slices x 4
-      // wgmma.fence orders registers, not shared memory (ptx.cuh, "wgmma.fence"): S's accumulator
-      // registers were last read by ordinary instructions (the previous tile's softmax and packing
-      // of P), and tile 0's S is the warpgroup's first wgmma. O and P are not operands of S. Q_i
-      // and K_j came by TMA, ordered by the waits on q_full and k_full.
+      // A register fence, not a memory one (ptx.cuh, "wgmma.fence"): it orders the ordinary
+      // accesses since the last wgmma to S's accumulator registers (the previous softmax), to O
+      // (its rescale) and to P (its packing) before the wgmmas below that use them: S's, and, in
+      // the same batch, P_{j-1} V_{j-1}'s.
       ptx::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < Tile::kQK; ++kk)  // S = Q K^T: D/16 x m64n128k16, first one S = 0 + ..
         ptx::wgmma_m64n128k16_ss<T>(s_acc, q_desc(kk), k_desc(s, kk), kk > 0 ? 1 : 0);
       ptx::wgmma_commit_group();
-      // Wait for S_j before reading it: nothing else is in flight.
-      ptx::wgmma_wait_group<0>();
+      if constexpr (!kFirst) {
+        // P and O are loop-carried: ptxas may have moved them between registers since the fence
+        // above (it injects a fence of its own if not, C7519). A fence does not wait for S_j.
+        ptx::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < Tile::kPV; ++kk) {  // O += P_{j-1} V_{j-1}: Bc/16 x m64n{D}k16
+          if constexpr (D == 64) {
+            ptx::wgmma_m64n64k16_rs<T>(o_acc, p_frag[kk], v_desc(sp, kk), 1);
+          } else {
+            ptx::wgmma_m64n128k16_rs<T>(o_acc, p_frag[kk], v_desc(sp, kk), 1);
+          }
+        }
+        ptx::wgmma_commit_group();
+      }
+      // Issued: the other consumer may issue its products (not after consumer 1's last tile).
+      if (cw == 0 || j + 1 < Tc_i)
+        ptx::named_barrier_arrive(kBarTurn + (1 - cw), Tile::kConsumerThreads);
+      // S_j is the older group: wait for it, P_{j-1} V_{j-1} may still run (tile 0: S_0 only).
+      ptx::wgmma_wait_group<kFirst ? 0 : 1>();
       ptx::wgmma_fence_operand(s_acc);
       //! [wgmma]
 
@@ -359,8 +393,19 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       }
       //! [online_softmax]
 
+      // Keeps the softmax above the wait below in the PTX (arithmetic may otherwise move across an
+      // asm volatile). Measured in SASS (nvcc 13.0): ptxas still schedules this wait's
+      // WARPGROUP.DEPBAR ahead of the MUFU.EX2s, so the overlap of a warpgroup's softmax with its
+      // own P V is not realised yet; the ping-pong between the two warpgroups is (see Limits).
+      ptx::wgmma_fence_operand(s_acc);
+      // P_{j-1} V_{j-1} has landed in O; its operands (p_frag, stage j-1) are free again.
+      ptx::wgmma_wait_group<0>();
+      ptx::wgmma_fence_operand(o_acc);
+      ptx::wgmma_fence_operand(p_frag);
+      if constexpr (!kFirst)
+        cuda::ptx::mbarrier_arrive(&empty[sp]);  // K_{j-1}, V_{j-1} may be overwritten
 #pragma unroll
-      for (int n = 0; n < D / 8; ++n) {  // O_i = alpha O_i, before P_j V_j is added
+      for (int n = 0; n < D / 8; ++n) {  // O_i = alpha O_i; P_j V_j is added next tile
         o_acc[4 * n + 0] *= alpha[0];
         o_acc[4 * n + 1] *= alpha[0];
         o_acc[4 * n + 2] *= alpha[1];
@@ -378,31 +423,38 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         p_frag[kk][3] = pack2<T>(s_acc[8 * kk + 6], s_acc[8 * kk + 7]);  // row g + 8
       }
       //! [p_in_registers]
+    };
 
-      wait_parity(&v_full[s], static_cast<std::uint32_t>(j / kStages) & 1u, "v_full", s);
-      // O's rescale and P's packing were ordinary register writes; O is the accumulator and P the
-      // A operand of the wgmmas below, so they are fenced first.
+    if (Tc_i > 0) {
+      if (Tc_full > 0) {
+        tile_step(0, std::false_type{}, std::true_type{});
+      } else {
+        tile_step(0, std::true_type{}, std::true_type{});
+      }
+    }
+    for (int j = 1; j < Tc_full; ++j)
+      tile_step(j, std::false_type{}, std::false_type{});
+    for (int j = max(Tc_full, 1); j < Tc_i; ++j)
+      tile_step(j, std::true_type{}, std::false_type{});
+
+    // The last tile's O += P V (outside the ping-pong: nothing left to overlap it with).
+    if (Tc_i > 0) {
+      const int sp = (Tc_i - 1) % kStages;
+      wait_parity(&v_full[sp], static_cast<std::uint32_t>((Tc_i - 1) / kStages) & 1u, "v_full", sp);
       ptx::wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < Tile::kPV; ++kk) {  // O += P_j V_j: Bc/16 x m64n{D}k16
+      for (int kk = 0; kk < Tile::kPV; ++kk) {
         if constexpr (D == 64) {
-          ptx::wgmma_m64n64k16_rs<T>(o_acc, p_frag[kk], v_desc(s, kk), 1);
+          ptx::wgmma_m64n64k16_rs<T>(o_acc, p_frag[kk], v_desc(sp, kk), 1);
         } else {
-          ptx::wgmma_m64n128k16_rs<T>(o_acc, p_frag[kk], v_desc(s, kk), 1);
+          ptx::wgmma_m64n128k16_rs<T>(o_acc, p_frag[kk], v_desc(sp, kk), 1);
         }
       }
       ptx::wgmma_commit_group();
-      // P_j V_j has landed in O; its operands (p_frag, stage j) are free again.
       ptx::wgmma_wait_group<0>();
       ptx::wgmma_fence_operand(o_acc);
-      ptx::wgmma_fence_operand(p_frag);
-      cuda::ptx::mbarrier_arrive(&empty[s]);  // K_j, V_j may be overwritten
-    };
-
-    for (int j = 0; j < Tc_full; ++j)
-      tile_step(j, std::false_type{});
-    for (int j = Tc_full; j < Tc_i; ++j)
-      tile_step(j, std::true_type{});
+      // (No arrive on empty: the producer has issued its last tile and waits for nothing.)
+    }
     //! [consumer]
 
     //! [epilogue]
@@ -463,4 +515,4 @@ FS_DEFINE_KERNEL_OF(fused_attention_kernel<T, Tile, kCausal>)
 FS_EXPORT_KERNELS(TileD64)
 FS_EXPORT_KERNELS(TileD128)
 
-}  // namespace flashsteps::tma_roles
+}  // namespace flashsteps::hopper

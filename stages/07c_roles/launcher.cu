@@ -1,6 +1,6 @@
-// stages/07b_tma_roles/launcher.cu — stage 07b as a flashsteps::Stage. What every fused stage
+// stages/07c_roles/launcher.cu — stage 07c as a flashsteps::Stage. What every fused stage
 // shares (limits, shared-memory opt-in, dispatch, launch) is flashsteps/fused_stage.cuh, and what
-// it shares with stage 07c (compute capability 9.0 only, the four TMA tensor maps, the check of the
+// it shares with stage 07d (compute capability 9.0 only, the four TMA tensor maps, the check of the
 // setmaxnreg budgets) flashsteps/hopper_tma_stage.cuh; this stage decides one tile per head dim
 // (kernels.cuh).
 #include "flashsteps/hopper_tma_stage.cuh"

@@ -1,7 +1,7 @@
 # The manifest of this stage: its place in the stage tree and what the build, tests, bench, book
 # and scripts know of it (flashsteps_stage(), in stages/flashsteps_add_stage.cmake).
 flashsteps_stage(
-  PARENT 07a_wgmma
+  PARENT 07b_tma
   ARCHS 90a
   WATCHDOG
   TITLE "TMA and warpgroup roles: a producer warpgroup, mbarriers, setmaxnreg, two consumers"
@@ -11,4 +11,4 @@ consumer warpgroups, `setmaxnreg`, O by a TMA store; synchronous `wgmma` (sm_90a
 copies by TMA in place of every thread by cp.async, which needs the mbarrier \
 ring with expect_tx, which frees a warpgroup role, so the block becomes a \
 producer and two consumers with setmaxnreg, and O leaves by a TMA store. The \
-kernel already uses the names of 07c, so that the next step is the overlap alone")
+kernel already uses the names of 07d, so that the next step is the overlap alone")

@@ -1,7 +1,7 @@
 # The manifest of this stage: its place in the stage tree and what the build, tests, bench, book
 # and scripts know of it (flashsteps_stage(), in stages/flashsteps_add_stage.cmake).
 flashsteps_stage(
-  PARENT 07b_tma_roles
+  PARENT 07c_roles
   ARCHS 90a
   WATCHDOG
   MEASURED_AS 07_hopper

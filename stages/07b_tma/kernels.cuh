@@ -1,0 +1,142 @@
+// stages/07b_tma/kernels.cuh — what the TMA stage's kernel file exports to its launcher: the tile
+// traits (sizes, the 128B-swizzled ring that TMA writes and wgmma reads, its mbarriers, the
+// assumptions behind them), the tile each head dim runs, and the kernel itself (struct Kernel: one
+// variant per dtype, tile and causal flag).
+#pragma once
+
+#include <cuda.h>  // CUtensorMap
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "flashsteps/cuda/dtype.cuh"
+#include "flashsteps/fused_stage.cuh"
+
+namespace flashsteps::tma {
+
+/// Head dimensions the kernel is instantiated for.
+using SupportedHeadDims = HeadDims<64, 128>;
+
+/// Tiles of the TMA kernel for head dimension kD, kBc keys per tile and a ring of kStages
+/// shared-memory stages. One thread block is one warpgroup (4 warps, 128 threads) and owns one
+/// query block Q_i of Br = 64 rows — wgmma's m — of one head: S, P and O of those rows live in the
+/// warpgroup's registers, in wgmma's accumulator layout (kernels.cu). Thread 0 issues the copies
+/// (TMA, one per 64-column block) and every thread computes; there are no roles.
+///
+/// Shared memory (offsets from a 1024-byte aligned base; every region a whole number of 1 KiB
+/// swizzle atoms, as the wgmma descriptors' 128-byte swizzle needs):
+///   Q      (Br, D)  as D/64 column blocks (Br, 64), each row 128 B, 128B-swizzled; reused at the
+///                   end to stage O_i / l for 16-byte stores
+///   ring   kStages x { K (Bc, D), V (Bc, D) }, each as D/64 column blocks (Bc, 64), likewise
+///   bars   q_full, k_full[kStages], v_full[kStages]: 8-byte mbarriers
+///
+///   D    Bc   kStages  bytes                                sm_90 (227 KiB opt-in, 228 KiB/SM)
+///   64   128  3        8 K + 3 x 32 K + 56 + 1 K = 107,576 B  yes, 2 blocks/SM
+///   128  128  3       16 K + 3 x 64 K + 56 + 1 K = 214,072 B  yes, 1 block/SM
+/// Why: the warpgroup holds S (64, Bc) fp32 = Bc/2 registers per thread, P (64, Bc) 16-bit = Bc/4
+/// and O (64, D) fp32 = D/2: 64 + 32 + 64 = 160 at D = 128 — under the 255 a 128-thread block may
+/// use, so Bc = 128 (S = one m64n128k16 per k16 step) at both head dims. The waits are synchronous,
+/// so a block's tensor cores idle during its softmax: at D = 64 two blocks per SM fill each other's
+/// gaps, and 3 stages is the deepest ring that keeps two blocks (4 stages: 137 KiB, one block). At
+/// D = 128 one block is all shared memory holds with any ring (2 stages: 145 KiB), so the third
+/// stage costs nothing: the copies run two tiles ahead of a block that has no neighbour to hide a
+/// late one. (Stage 07c: Br = 128 rows per block, a producer and two consumer warpgroups.)
+//! [traits]
+template <int kD, int kBc, int kStages>
+struct WgmmaTraits {
+  static constexpr int D = kD;
+  static constexpr int Br = 64;           // query rows per thread block: wgmma's m
+  static constexpr int Bc = kBc;          // key/value rows per tile
+  static constexpr int Stages = kStages;  // (K_j, V_j) pairs in the shared-memory ring
+  static constexpr int kWarps = 4;        // one warpgroup
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kWarpRows = Br / kWarps;  // rows of the accumulators one warp holds: 16
+  static constexpr int kElem = 2;                // bytes of fp16 and bf16
+  static constexpr int kVec = 16 / kElem;        // elements per 16-byte chunk (epilogue)
+  static constexpr int kChunks = D / kVec;       // 16-byte chunks per row of Q, K, V, O
+  static constexpr int kSwizzle = 8;             // rows per swizzle period = chunks per 128 bytes
+  static constexpr int kSwizzleBytes = 128;
+  static constexpr int kBlockCols = kSwizzleBytes / kElem;  // 64 columns per 128-byte swizzled row
+  static constexpr int kAtomBytes = 8 * kSwizzleBytes;      // 1024: one swizzle atom (8 rows)
+
+  // wgmma counts per tile.
+  static constexpr int kQK = D / 16;     // m64n{Bc}k16 for S = Q K^T
+  static constexpr int kPV = Bc / 16;    // m64n{D}k16 for O += P V (A = P from registers)
+  static constexpr int kSN = Bc / 8;     // n8 slices of the S accumulator (64, Bc)
+  static constexpr int kON = D / 8;      // n8 slices of the O accumulator (64, D)
+  static constexpr int kSRegs = Bc / 2;  // S accumulator (64, Bc) fp32, per thread: 4 per slice
+  static constexpr int kORegs = D / 2;   // O accumulator (64, D) fp32, per thread: 4 per slice
+
+  static constexpr std::size_t kQBytes = std::size_t{Br} * D * kElem;
+  static constexpr std::size_t kQBlockBytes = std::size_t{Br} * kSwizzleBytes;  // one col block
+  static constexpr std::size_t kKVBytes = std::size_t{Bc} * D * kElem;          // K_j or V_j
+  static constexpr std::size_t kKVBlockBytes = std::size_t{Bc} * kSwizzleBytes;
+  static constexpr std::size_t kStageBytes = 2 * kKVBytes;  // one stage: K_j then V_j
+  static constexpr std::size_t kOffQ = 0;
+  static constexpr std::size_t kOffRing = kOffQ + kQBytes;  // stage s at kOffRing + s*kStageBytes
+  static constexpr std::size_t kOffBar = kOffRing + Stages * kStageBytes;
+  static constexpr int kBarriers = 1 + 2 * Stages;  // q_full, k_full[], v_full[]
+  static constexpr std::size_t kBarBytes = kBarriers * sizeof(std::uint64_t);
+  /// The runtime does not promise more than 16-byte alignment of dynamic shared memory; the kernel
+  /// rounds its base up to 1024 and reserves the slack.
+  static constexpr std::size_t kAlignSlack = 1024;
+  /// Dynamic shared memory per block (the table above).
+  static constexpr std::size_t kSmemBytes = kOffBar + kBarBytes + kAlignSlack;
+  /// Blocks per SM __launch_bounds__ asks for: 1, i.e. at most 255 registers per thread. The
+  /// registers of 2 such blocks still fit the SM's 64 K (2 x 128 x 256), which D = 64 uses.
+  static constexpr int kMinBlocksPerSm = 1;
+
+  static_assert(D == 64 || D == 128, "stage 07b instantiates D = 64 and D = 128 only");
+  static_assert(sizeof(__half) == kElem && sizeof(__nv_bfloat16) == kElem,
+                "fp16 and bf16 are both 2-byte types");
+  static_assert(kThreads == 128 && Br == 64,
+                "the block is one warpgroup, which owns one wgmma m64 strip of Q_i");
+  static_assert(Bc == 128, "S = Q K^T is one m64n128k16 wgmma per k16 step (ptx.cuh has n128)");
+  static_assert(D == 64 || D == 128, "O += P V is m64n64k16 or m64n128k16 (ptx.cuh has both)");
+  static_assert(kChunks % kSwizzle == 0,
+                "the XOR swizzle permutes the 8 chunks of each 128-byte piece of a row: rows must "
+                "be a multiple of 128 bytes");
+  static_assert(Br % kSwizzle == 0 && Bc % kSwizzle == 0 && kWarpRows % kSwizzle == 0,
+                "every tile and warp strip starts at a row that is a multiple of the swizzle "
+                "period, so row % 8 is the same in tile and strip coordinates");
+  static_assert(kQBlockBytes % kAtomBytes == 0 && kKVBlockBytes % kAtomBytes == 0,
+                "every column block starts on a 1024-byte swizzle atom: the wgmma descriptors' "
+                "base offset field stays 0");
+  static_assert(kKVBlockBytes / 16 < (1u << 14),
+                "the V descriptor's leading byte offset (next 64 columns) fits 14 bits of 16 B");
+  static_assert(Bc <= 256 && Br <= 256, "a TMA box has at most 256 rows");
+  static_assert(D % kBlockCols == 0,
+                "TMA's 128B swizzle copies boxes at most 128 bytes wide: D is whole 64-column "
+                "blocks");
+  static_assert(kKVBytes < (1u << 20),
+                "mbarrier expect_tx counts at most 2^20 - 1 bytes per phase");
+  static_assert((kWarpRows * kChunks) % 32 == 0,
+                "every lane stores the same number of chunks of its warp's O strip");
+  static_assert(Stages >= 2,
+                "with one stage the copy of tile j+1 could only start after tile j's math");
+  static_assert(kSmemBytes <= 227 * 1024, "fits sm_90's 227 KiB opt-in limit");
+};
+//! [traits]
+
+//! [configs]
+using TileD64 = WgmmaTraits<64, 128, 3>;    // 106 KiB: 2 blocks per SM
+using TileD128 = WgmmaTraits<128, 128, 3>;  // 210 KiB: 1 block per SM
+/// The tile head dim kD runs.
+template <int kD>
+using TileFor = std::conditional_t<kD == 64, TileD64, TileD128>;
+//! [configs]
+static_assert(TileD64::Br == TileD128::Br, "Tr is computed once for every head dim");
+
+/// The kernel's signature: the three tensor maps the launcher encodes (Q, K, V), O, LSE, the shape.
+template <class T, class Shape>
+using TensorMapKernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, T*, float*, Shape);
+
+/// What kernels.cu exports to the launcher (flashsteps/fused_stage.cuh): the launch's Shape and
+/// the kernel's __global__ function for each variant <dtype, tile, causal> the launcher runs.
+FS_FUSED_KERNEL_EXPORTS(TensorMapKernel)
+
+}  // namespace flashsteps::tma
