@@ -5,23 +5,22 @@
 
 flashsteps_fault(07c_dropped_empty_arrive STAGE 07c_roles
   BREAKS "consumers never release a stage of the ring: the producer waits on empty[s] forever once it wraps"
-  FROM [=[      cuda::ptx::mbarrier_arrive(&empty[s]);  // K_j, V_j may be overwritten]=]
-  TO   [=[      // (planted fault: the release of the stage is gone)]=]
+  FROM [=[    cuda::ptx::mbarrier_arrive(&empty[s]);  // K_j, V_j may be overwritten]=]
+  TO   [=[    // (planted fault: the release of the stage is gone)]=]
   EXPECT "deadlock: every live thread.* 256 of 256 arrivals pending" TESTS "same inputs twice*")
 
-flashsteps_fault(07c_s_read_before_wait STAGE 07c_roles
-  BREAKS "no wgmma.wait_group after S = Q K^T: the mask and the softmax read and write S while its wgmmas still run"
-  FROM [=[      // Wait for S_j before reading it: nothing else is in flight.
-      ptx::wgmma_wait_group<0>();]=]
-  TO   [=[      // Wait for S_j before reading it: nothing else is in flight.
-      // (planted fault: the wait for S_j is gone)]=]
-  EXPECT "of its accumulator fragment .* still in flight" TESTS "a non-default softmax scale")
+flashsteps_fault(07c_setmaxnreg_inc_beyond_pool STAGE 07c_roles
+  BREAKS "the consumers' setmaxnreg.inc asks for 248 registers: the block's pool (what the producer released) cannot give both warpgroups that many"
+  FROM [=[  ptx::setmaxnreg_inc<Tile::kConsumerRegs>();]=]
+  TO   [=[  ptx::setmaxnreg_inc<248>();]=]
+  EXPECT "deadlock: every live thread.*setmaxnreg.inc to 248 from 168 registers per thread .*needs 10240 registers from the block's pool, which holds 8192"
+  TESTS "a non-default softmax scale")
 
 flashsteps_fault(07c_v_expect_tx_one_block STAGE 07c_roles
   BREAKS "V's expect_tx counts one 64-column block of the two at D = 128: v_full completes with half of V_j in flight"
-  FROM [=[                                             cuda::ptx::space_shared, &v_full[s],
-                                             static_cast<std::uint32_t>(Tile::kKVBytes));]=]
-  TO   [=[                                             cuda::ptx::space_shared, &v_full[s],
-                                             static_cast<std::uint32_t>(Tile::kKVBlockBytes));]=]
+  FROM [=[                                           cuda::ptx::space_shared, &v_full[s],
+                                           static_cast<std::uint32_t>(Tile::kKVBytes));]=]
+  TO   [=[                                           cuda::ptx::space_shared, &v_full[s],
+                                           static_cast<std::uint32_t>(Tile::kKVBlockBytes));]=]
   EXPECT "while 1 TMA load\\(s\\) tracked by it, 16384 bytes, had not landed: the phase's expect_tx announced fewer bytes"
   TESTS "every head dimension the stage supports*")

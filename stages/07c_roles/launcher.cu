@@ -1,6 +1,6 @@
-// stages/07c_roles/launcher.cu — stage 07c as a flashsteps::Stage. What every fused stage
-// shares (limits, shared-memory opt-in, dispatch, launch) is flashsteps/fused_stage.cuh, and what
-// it shares with stage 07d (compute capability 9.0 only, the four TMA tensor maps, the check of the
+// stages/07c_roles/launcher.cu — stage 07c as a flashsteps::Stage. What every fused stage shares
+// (limits, shared-memory opt-in, dispatch, launch) is flashsteps/fused_stage.cuh, and what it
+// shares with stage 07d (compute capability 9.0 only, the four TMA tensor maps, the check of the
 // setmaxnreg budgets) flashsteps/hopper_tma_stage.cuh; this stage decides one tile per head dim
 // (kernels.cuh).
 #include "flashsteps/hopper_tma_stage.cuh"
@@ -9,23 +9,23 @@
 namespace flashsteps {
 namespace {
 
-class TmaRolesStage final : public HopperTmaStage<TmaRolesStage, tma_roles::Kernel> {
+class RolesStage final : public HopperTmaStage<RolesStage, roles::Kernel> {
  public:
   std::string_view name() const override { return FLASHSTEPS_STAGE_NAME; }
   std::string_view title() const override { return FLASHSTEPS_STAGE_TITLE; }
 
-  using HeadDims = tma_roles::SupportedHeadDims;
-  static constexpr const char* kKernelName = "fused_attention_tma_roles";
+  using HeadDims = roles::SupportedHeadDims;
+  static constexpr const char* kKernelName = "fused_attention_roles";
 
   /// One tile per head dim, the same on every device.
   template <int kD>
-  using TileFor = tma_roles::TileFor<kD>;
+  using TileFor = roles::TileFor<kD>;
 };
 
 }  // namespace
 
 std::unique_ptr<Stage> make_stage() {
-  return std::make_unique<TmaRolesStage>();
+  return std::make_unique<RolesStage>();
 }
 
 }  // namespace flashsteps

@@ -3,7 +3,10 @@
 // tensor cores' work (FlashAttention-3's design, complete).
 //
 // What changed since stage 07c (its parent): the producer, the ring, the tensor maps, setmaxnreg,
-// the descriptors, the softmax and the TMA store are 07c's; a consumer's tile loop changed:
+// the descriptors, the softmax and the TMA store are 07c's; a consumer's tile loop changed (and,
+// because this kernel must stay the one the committed run measured, the diff also carries the
+// names and layout it had then: HopperTraits, separate K and V rings, swizzled_offset(), the
+// producer's if/else):
 //  * Tile j's S = Q K_j^T and tile j-1's O += P_{j-1} V_{j-1} are issued together (two commit
 //    groups); wgmma.wait_group 1 waits for S_j only, and the softmax of S_j runs while P V may
 //    still run; wait_group 0 then frees P and stage j-1 (empty[s] is released one tile later).
@@ -11,10 +14,10 @@
 //    S only (`first`).
 //  * Ping-pong: two named barriers (kBarTurn + cw) make the consumers take turns issuing their
 //    wgmmas, so one's softmax falls under the other's products.
-// Seen from stage 06 (FA2 on mma.sync), the series 07a -> 07c -> 07d changes: mma.sync + ldmatrix
-// -> wgmma m64nNk16 from shared-memory descriptors (07a); cp.async by every thread -> TMA with
-// full / empty mbarriers and expect_tx, warpgroup roles with setmaxnreg, two consumers and a TMA
-// store (07c); the overlap (here).
+// Seen from stage 06c (FA2 on mma.sync), the series 07a -> 07b -> 07c -> 07d changes: mma.sync +
+// ldmatrix -> wgmma m64nNk16 from shared-memory descriptors (07a); cp.async by every thread -> TMA
+// with full mbarriers and expect_tx (07b); warpgroup roles with setmaxnreg, empty mbarriers, two
+// consumers and a TMA store (07c); the overlap (here).
 //
 // The prediction below was written against stage 06, before the series was split (this kernel is
 // the one the committed run measured as 07_hopper); 07c's header predicts 07d against 07c.
