@@ -240,21 +240,22 @@ def _model_07a(s):
     return _ring_model(s, "wgmma::WgmmaTraits", 128, 3)
 
 
-def _tma_roles_model(s, namespace):
-    # HopperTraits<64, 128, 4>: Br = 128 query rows (two consumer warpgroups of 64 rows), Bc = 128,
+def _tma_roles_model(s, traits, producer_loop):
+    # <traits><64, 128, 4>: Br = 128 query rows (two consumer warpgroups of 64 rows), Bc = 128,
     # 4 stages; 384 threads = 12 warps: warpgroup 0 produces (thread 0 issues every TMA copy),
-    # warpgroups 1 and 2 consume. The roles of stages 07c (namespace tma_roles) and 07d (hopper),
-    # whose producers are the same; 07c's consumers run every tile alike, in order:
+    # warpgroups 1 and 2 consume. The roles of stages 07c (roles::WgmmaTraits) and 07d
+    # (hopper::HopperTraits), whose producers do the same (producer_loop: the regex of the
+    # producer's tile loop in each); 07c's consumers run every tile alike, in order:
     #   for (j = 0; j < Tc_full; ++j) tile_step(j, unmasked); for (j = Tc_full; j < Tc_i; ++j) ...
     br, bc, d, stages = 128, 128, s["D"], 4
     tc = s["Skv"] // bc  # not causal: Tc_i = Tc_full = Skv / Bc
     consumers = 8
     return dict(
-        kernel=f"<__half, flashsteps::{namespace}::HopperTraits<{d}, {bc}, {stages}>, false>",
+        kernel=f"<__half, flashsteps::{traits}<{d}, {bc}, {stages}>, false>",
         blocks=s["B"] * s["H"] * (s["Sq"] // br), warps=12,
         loops=[
             # The producer's tile loop, thread 0 only: one warp.
-            (r"for \(int j = 0; j < Tc_i; \+\+j\) \{", tc, 1),
+            (producer_loop, tc, 1),
             # Each TMA copy sits in a loop nvcc makes around it (ELECT one lane, issue, repeat for
             # lanes with other operands): once, with one thread active. Thread 0: one warp.
             (r"cuda::ptx::cp_async_bulk_tensor\(cuda::ptx::space_cluster", 1, 1),
@@ -274,10 +275,11 @@ def _tma_roles_model(s, namespace):
     )
 
 
-def _model_07b(s):
+def _model_07c(s):
     # stages/07c_roles: the producer and consumers of _tma_roles_model as they are. Its only
     # named barrier is kBarStore + cw (a bar.sync, no bar.arrive) before O's TMA store.
-    return _tma_roles_model(s, "tma_roles")
+    return _tma_roles_model(s, "roles::WgmmaTraits",
+                            r"for \(int j = 0; j < Tc_i && threadIdx.x == 0; \+\+j\) \{")
 
 
 def _model_07(s):
@@ -286,7 +288,8 @@ def _model_07(s):
     # that make the consumers take turns.
     tc = s["Skv"] // 128
     consumers = 8
-    model = _tma_roles_model(s, "hopper")
+    model = _tma_roles_model(s, "hopper::HopperTraits",
+                             r"for \(int j = 0; j < Tc_i; \+\+j\) \{")
     model["loops"][2:] = [
         # The consumers: tile 0 is peeled, tiles 1 .. Tc_full-1 unmasked, the rest masked.
         (r"j = 1; j < Tc_full", tc - 1, consumers),
@@ -323,7 +326,7 @@ MODELS = {
     "06b_registers": _model_06b,
     "06c_swizzle": _model_06c,
     "07a_wgmma": _model_07a,
-    "07c_roles": _model_07b,
+    "07c_roles": _model_07c,
     "07_hopper": _model_07,
 }
 
