@@ -240,6 +240,29 @@ def _model_07a(s):
     return _ring_model(s, "wgmma::WgmmaTraits", 128, 3)
 
 
+def _model_07b(s):
+    # stages/07b_tma: WgmmaTraits<64, 128, 3> (namespace tma): 07a's one warpgroup, ring and tile
+    # loops, with thread 0 issuing TMA copies in place of every thread's cp.async.
+    # Each TMA copy sits in a loop nvcc makes around it (ELECT one lane, issue, repeat for lanes
+    # with other operands): once, thread 0's warp only; the loops are matched by the line that
+    # calls the inlined copy: Q's, the prologue's prefetch(tt) and the tile loops' tile_step.
+    stages = 3
+    tc = s["Skv"] // 128
+    model = _ring_model(s, "tma::WgmmaTraits", 128, stages)
+    in_tiles = r"^\s*tile_step\(j, std::(false|true)_type\{\}\);"
+    model["loops"] += [
+        (r"cuda::ptx::cp_async_bulk_tensor\(cuda::ptx::space_cluster", 1, 1),
+        (r"^\s*prefetch\(tt\);", 1, 1),
+        (in_tiles, 1, 1),
+    ]
+    # The prefetch of tile j + kStages - 1 in the tile loop copies only while it is < Tc_i: on
+    # Tc - (kStages - 1) of the Tc trips.
+    model["guards"] = [
+        (r"cp_async_bulk_tensor|cp\.async\.bulk\.tensor", in_tiles, (tc - (stages - 1)) / tc),
+    ]
+    return model
+
+
 def _tma_roles_model(s, traits, producer_loop):
     # <traits><64, 128, 4>: Br = 128 query rows (two consumer warpgroups of 64 rows), Bc = 128,
     # 4 stages; 384 threads = 12 warps: warpgroup 0 produces (thread 0 issues every TMA copy),
@@ -278,8 +301,12 @@ def _tma_roles_model(s, traits, producer_loop):
 def _model_07c(s):
     # stages/07c_roles: the producer and consumers of _tma_roles_model as they are. Its only
     # named barrier is kBarStore + cw (a bar.sync, no bar.arrive) before O's TMA store.
-    return _tma_roles_model(s, "roles::WgmmaTraits",
-                            r"for \(int j = 0; j < Tc_i && threadIdx.x == 0; \+\+j\) \{")
+    model = _tma_roles_model(s, "roles::WgmmaTraits",
+                             r"for \(int j = 0; j < Tc_i && threadIdx.x == 0; \+\+j\) \{")
+    # Its producer issues K_j and V_j through 07b's prefetch(): the TMA copies' loops are matched
+    # by the line that calls it, once each, thread 0's warp.
+    model["loops"].insert(2, (r"^\s*prefetch\(j\);", 1, 1))
+    return model
 
 
 def _model_07(s):
@@ -326,6 +353,7 @@ MODELS = {
     "06b_registers": _model_06b,
     "06c_swizzle": _model_06c,
     "07a_wgmma": _model_07a,
+    "07b_tma": _model_07b,
     "07c_roles": _model_07c,
     "07_hopper": _model_07,
 }
