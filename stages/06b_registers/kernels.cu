@@ -10,9 +10,10 @@
 //  * P_ij stays in registers: two adjacent n8 accumulators, rounded and packed, are the A operand
 //    of the next m16n8k16. O_i is accumulated and rescaled in registers, as 06a's P·V loop order
 //    already held it for the length of one tile.
-//  * Q_i's warp strip is loaded once into A fragments, at the first tile, and kept for the whole
-//    kernel; so the QK^T loop over k is unrolled completely (a register array is indexed by
-//    constants only). Q_i is still copied by the whole block with tile 0, as in 06a.
+//  * Q_i's warp strip is loaded once into A fragments, before the loop (one barrier after Q_i has
+//    landed), and kept for the whole kernel; so the QK^T loop over k is unrolled completely (a
+//    register array is indexed by constants only). Q_i is still copied by the whole block with
+//    tile 0, as in 06a.
 //  * O / l leaves through the warp's dead Q rows, in 16-byte coalesced stores as in 06a, which
 //    staged O in an fp32 shared-memory tile that no longer exists.
 //  * Shared memory holds Q and the ring only: 45 KiB (D = 64) and 85 KiB (D = 128) fit every
@@ -216,9 +217,20 @@ __global__ void __launch_bounds__(Tile::kThreads)
       static_cast<std::uint32_t>(2 * ((lane % 8 + 8 * (lane / 16)) * kLdKV + 8 * ((lane / 8) % 2)));
   const std::uint32_t v_lane =
       static_cast<std::uint32_t>(2 * ((lane % 16) * kLdKV + 8 * (lane / 16)));
-  // The warp's Q strip as kQK A fragments, loaded at the first tile (when Q_i has landed) and kept
-  // in registers for the whole kernel.
+
+  //! [load_q]
+  // The warp's Q strip as kQK A fragments, kept in registers for the whole kernel. Group 0 (Q_i,
+  // with tile 0) is this thread's oldest; the barrier makes every thread's pieces of Q_i visible
+  // (tile 0's barrier (A) below will find them landed already). x4 matrices: rows 0-7 / 8-15 x
+  // columns 16kk..+7 / +8..+15 -> a0, a1, a2, a3, so lane l points at strip row l % 16, column
+  // 16kk + 8 (l / 16): q_lane, 32 bytes per k-step.
+  cuda::pipeline_consumer_wait_prior<kStages - 2>(pipe);
+  __syncthreads();
   std::uint32_t q_frag[kQK][4];  // (16, D) dtype of Q_i: D/16 A fragments (16, 16), 4 regs each
+#pragma unroll
+  for (int kk = 0; kk < kQK; ++kk)
+    ptx::ldmatrix_x4(q_frag[kk], q_lane + 32u * kk);
+  //! [load_q]
 
   // One tile: wait for it, refill the stage the last tile left, S = Q K^T, the online softmax,
   // O = alpha O + P V.
@@ -229,18 +241,12 @@ __global__ void __launch_bounds__(Tile::kThreads)
 
     //! [wait]
     // This thread's copies of tile j have landed: groups 0 .. j+kStages-2 are committed, and only
-    // the kStages - 2 newest may still be in flight (at j = 0 this covers Q_i, group 0). (A) then
-    // makes every thread's pieces visible to every warp, and tells that every warp has finished
-    // tile j-1's ldmatrix reads of stage (j-1) % kStages, which is refilled right below. It is the
-    // kernel's only block-wide barrier in the loop.
+    // the kStages - 2 newest may still be in flight. (A) then makes every thread's pieces visible
+    // to every warp, and tells that every warp has finished tile j-1's ldmatrix reads of stage
+    // (j-1) % kStages, which is refilled right below. It is the loop's only block-wide barrier.
     cuda::pipeline_consumer_wait_prior<kStages - 2>(pipe);
     __syncthreads();
     prefetch(j + kStages - 1);
-    if (j == 0) {  // Q_i is in shared memory now: its fragments go to registers, once
-#pragma unroll
-      for (int kk = 0; kk < kQK; ++kk)
-        ptx::ldmatrix_x4(q_frag[kk], q_lane + 32u * kk);
-    }
     //! [wait]
 
     //! [scores]
@@ -346,13 +352,12 @@ __global__ void __launch_bounds__(Tile::kThreads)
   }
 
   //! [epilogue]
-  // Only empty groups remain in flight here (or Q_i's, when the block visits no tile): drain them,
-  // so that no copy outlives the block. Then (E): the staging writes below reuse the warp's own Q
-  // rows, which other threads' copies wrote: when the block visited no tile, no barrier has yet
-  // ordered those copies before these writes, and otherwise the warp's lanes must have read their
-  // Q fragments first. One block-wide barrier covers both.
+  // Only empty groups remain in flight here (Q_i's copies are complete: the wait before its
+  // fragments covered them). The wait drains the empty ones, so that no copy outlives the block;
+  // (E), the __syncwarp(), orders every lane's Q fragment reads before the staging writes below,
+  // which reuse the warp's own Q rows.
   cuda::pipeline_consumer_wait_prior<0>(pipe);
-  __syncthreads();
+  __syncwarp();
   float inv_l[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
