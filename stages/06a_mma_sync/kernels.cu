@@ -14,7 +14,7 @@
 //    holds the warp's whole (16, D) O strip as D/8 accumulators (32 fp32 registers per thread at
 //    D = 64, 64 at D = 128), loaded once per tile, and walks the keys outside: each P fragment is
 //    loaded once and each ldmatrix.x4.trans of V feeds two mma. ptxas stays at or under 128
-//    registers (predictions.csv checks it); stage 06b keeps this order with O in registers for good.
+//    registers (predictions.csv checks it); stage 06b keeps this order, O in registers for good.
 // Everything else — the ring, its one barrier, the shared-memory layout, the online softmax on
 // rows of S in shared memory, the epilogue — is stage 04's code, line for line.
 //

@@ -2,8 +2,8 @@
 // Stage 06c — swizzle: 06b's register-resident kernel with the XOR swizzle in place of padding.
 //
 // What changed since stage 06b (its parent):
-//  * The swizzle, this step's lesson: shared memory stores the rows of Q_i and of the K_j / V_j ring
-//    unpadded (D * 2 bytes) and places 16-byte chunk c of row r at position c ^ (r % 8)
+//  * The swizzle, this step's lesson: shared memory stores the rows of Q_i and of the K_j / V_j
+//    ring unpadded (D * 2 bytes) and places 16-byte chunk c of row r at position c ^ (r % 8)
 //    (swizzle() below) instead of padding every row by 16 bytes; the ldmatrix lane offsets carry
 //    the same XOR (chunk_pair()). The padding cost 1/9 or 1/17 of the ring; the swizzle, nothing.
 //  * The tile loop tuned, carried with it because this kernel is the one the committed run
