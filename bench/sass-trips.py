@@ -199,7 +199,7 @@ def _model_06a(s):
 
 
 def _ring_model(s, traits, bc, stages):
-    # The kernels of stages 06b, 06c and 07a: one block of Br = 64 query rows, 4 warps (07a: one
+    # The kernels of stages 06c and 07a: one block of Br = 64 query rows, 4 warps (07a: one
     # warpgroup), a cp.async ring of `stages` K_j / V_j tiles of Bc keys, the tile loop split into
     # unmasked and masked tiles, every inner loop fully unrolled (no SASS loop). traits: the
     # Traits<D, Bc, Stages> instantiation's name, with its namespace.
@@ -223,9 +223,22 @@ def _ring_model(s, traits, bc, stages):
 
 
 def _model_06b(s):
-    # stages/06b_registers: RegistersTraits<64, 128, 2>: Br = 64, Bc = 128, 2 stages; 06c's loops
-    # with padded rows (namespace registers_padded): only shared-memory addresses differ.
-    return _ring_model(s, "registers_padded::RegistersTraits", 128, 2)
+    # stages/06b_registers: MmaSyncTraits<64, 64, 2> (D = 64, namespace registers_padded):
+    # Br = Bc = 64, 2 stages, 4 warps: 06a's ring, copies and one tile loop (the mask in every
+    # tile), with S, P, O and Q in registers, every inner loop fully unrolled (no SASS loop).
+    br, bc, d, stages = 64, 64, s["D"], 2
+    tc = s["Skv"] // bc  # the tile loop: Tc_i = ceil(kv_stop / Bc), every key visible
+    return dict(
+        kernel=f"<__half, flashsteps::registers_padded::MmaSyncTraits<{d}, {bc}, {stages}>, false>",
+        blocks=s["B"] * s["H"] * (s["Sq"] // br), warps=4,
+        loops=[(r"j < Tc_i", tc, None)],  # the tile loop
+        guards=[
+            # prefetch(j + kStages - 1) copies only while it is < Tc_i: Tc - 1 of Tc trips.
+            (r"^cp_async_shared_global\.h:", r"j < Tc_i", (tc - (stages - 1)) / tc),
+            (r"piece\) = make_uint4\(0u", "*", 0),  # zero fill past Skv/Sq: none at full tiles
+        ],
+        bands={},
+    )
 
 
 def _model_06c(s):

@@ -11,16 +11,21 @@
 #
 #   \include{doc} run_<stage>.md              the "Run it here" box (exactly once)
 #   \include{doc} exercise_<fault id>.md      one exercise from the planted fault <fault id>
+#   \include{doc} exercise_<exercise id>.md   one exercise that asks the reader to write the step's
+#                                             lesson (stages/<stage>/exercises.cmake)
 #
 # It fails (naming the chapter and the line) when a stage of the tree has no chapter, no box or
-# fewer than two exercises, or when an exercise names a fault that faults.cmake does not declare or
-# that plants its bug in another stage. With GEN_DIR it writes the fragments the lines include:
+# fewer than two exercises from planted faults, when an exercise names a fault or exercise that is
+# not declared or that belongs to another stage, or when the chapter leaves out an exercise its
+# stage declares (emu/exercises/exercises.cmake reads them all). With GEN_DIR it writes the fragments the lines include:
 #   run_<stage>.md       the stage's emulated run (its runner with --emulate on a ragged causal
 #                        shape; --layout too where its kernels address tensor-core fragments lane by
 #                        lane), its emulated GPU suite, and which preset each command needs;
 #   exercise_<id>.md     the change (the fault's FROM and TO as a diff of its file), what to
 #                        predict, the commands that show the answer, and the answer (the fault's
-#                        BREAKS and the evidence the suite prints, EXPECT) folded in <details>.
+#                        BREAKS, the test cases that show it and the evidence the suite prints,
+#                        EXPECT) folded in <details>; for a write-it exercise: the task, the
+#                        command (tests/exercise.sh) and the stage's own lines folded in <details>.
 # With BUILD_DIR (the CTest book.exercises, after the build) it also checks that every binary the
 # commands name exists in that build.
 #
@@ -78,6 +83,22 @@ if(NOT fault_ids)
   message(FATAL_ERROR "exercises.cmake: ${FAULTS} declares no fault")
 endif()
 
+# The exercises that ask the reader to write a step's lesson, as the stage folders declare them
+# (emu/exercises/CMakeLists.txt builds them).
+function(flashsteps_exercise id)
+  cmake_parse_arguments(PARSE_ARGV 1 E "" "STAGE;FILE;TASK;SOLUTION;STUB;EXPECT;TESTS" "")
+  if(NOT E_FILE)
+    set(E_FILE kernels.cu)
+  endif()
+  foreach(key STAGE FILE TASK SOLUTION)
+    set_property(GLOBAL PROPERTY "FS_EXERCISE_${id}_${key}" "${E_${key}}")
+  endforeach()
+  set_property(GLOBAL APPEND PROPERTY FS_EXERCISE_IDS ${id})
+  set_property(GLOBAL APPEND PROPERTY FS_EXERCISES_OF_${E_STAGE} ${id})
+endfunction()
+include("${root}/emu/exercises/exercises.cmake")
+get_property(write_ids GLOBAL PROPERTY FS_EXERCISE_IDS)
+
 set(errors "")
 function(fail)
   string(JOIN "" what ${ARGV})
@@ -131,6 +152,7 @@ foreach(stage IN LISTS list_STAGES)
   list(TRANSFORM lines STRIP)
   set(boxes 0)
   set(exercises "")
+  set(writes "")
   foreach(line IN LISTS lines)
     if(line MATCHES "^\\\\include{doc} run_([A-Za-z0-9_]+)\\.md *$")
       if(NOT CMAKE_MATCH_1 STREQUAL stage)
@@ -139,6 +161,15 @@ foreach(stage IN LISTS list_STAGES)
       math(EXPR boxes "${boxes} + 1")
     elseif(line MATCHES "^\\\\include{doc} exercise_([A-Za-z0-9_]+)\\.md *$")
       set(id "${CMAKE_MATCH_1}")
+      if(id IN_LIST write_ids)
+        get_property(write_stage GLOBAL PROPERTY FS_EXERCISE_${id}_STAGE)
+        if(NOT write_stage STREQUAL stage)
+          fail("${chapter}: '${line}': exercise ${id} is ${write_stage}'s, not ${stage}'s")
+          continue()
+        endif()
+        list(APPEND writes ${id})
+        continue()
+      endif()
       if(NOT id IN_LIST fault_ids)
         fail("${chapter}: '${line}': no planted fault '${id}' in ${FAULTS} (renamed or removed? "
              "pick another fault of ${stage})")
@@ -150,6 +181,13 @@ foreach(stage IN LISTS list_STAGES)
         continue()
       endif()
       list(APPEND exercises ${id})
+    endif()
+  endforeach()
+  get_property(declared GLOBAL PROPERTY FS_EXERCISES_OF_${stage})
+  foreach(id IN LISTS declared)
+    if(NOT id IN_LIST writes)
+      fail("${chapter}: leaves out the exercise ${id} that ${stage} declares (a line "
+           "'\\include{doc} exercise_${id}.md')")
     endif()
   endforeach()
   if(NOT boxes EQUAL 1)
@@ -166,6 +204,9 @@ foreach(stage IN LISTS list_STAGES)
     set(binaries "stages/emulated/${runner}" "tests/test_emu_${stage}")
     foreach(id IN LISTS exercises)
       list(APPEND binaries "tests/faults/test_fault_${id}")
+    endforeach()
+    foreach(id IN LISTS writes)
+      list(APPEND binaries "tests/exercises/test_exercise_${id}_stub")
     endforeach()
     foreach(bin IN LISTS binaries)
       if(NOT EXISTS "${BUILD_DIR}/${bin}")
@@ -237,10 +278,10 @@ machine, in `build/cpu` (the preset `gpu` builds no emulator).
 ${diff}
 Predict before you run it: does the stage's GPU suite catch it on the emulator, and how? A wrong
 result, NaN read from shared memory nothing wrote, or the emulator stopping the kernel with a
-report (a deadlock, a missing fence, an illegal mask)? Which of the test cases `${TESTS}` fails?
-Then rebuild and run the suite on the emulator (preset `cpu`):
+report (a deadlock, a missing fence, an illegal mask)? Which of its test cases fail, and which
+pass? Then rebuild and run the whole suite on the emulator (preset `cpu`):
 
-    ninja -C build/cpu test_emu_${stage} && build/cpu/tests/test_emu_${stage} \"${TESTS}\"
+    ninja -C build/cpu test_emu_${stage} && build/cpu/tests/test_emu_${stage}
 
 (Undo the change afterwards: `git checkout ${file_path}`.) The same change is planted, without
 touching the source, in the fault test `emu.fault.${id}`:
@@ -250,8 +291,41 @@ touching the source, in the fault test `emu.fault.${id}`:
 
 \\htmlonly<details><summary>Answer</summary>\\endhtmlonly
 The change breaks this: ${BREAKS}. The suite fails, and the evidence is that ${evidence_text}.
+The fault test runs the test cases `${TESTS}`, which are enough to show it.
 The fault's declaration in the stage folder's `faults.cmake` holds the change and the evidence the test
 `emu.fault.${id}` requires.
+\\htmlonly</details>\\endhtmlonly
+")
+    list(APPEND fragments "exercise_${id}.md")
+  endforeach()
+
+  # The exercises that ask the reader to write the step's lesson.
+  foreach(id IN LISTS writes)
+    foreach(key FILE TASK SOLUTION)
+      get_property(${key} GLOBAL PROPERTY FS_EXERCISE_${id}_${key})
+    endforeach()
+    # Shown as a code block, without the indentation it has in the file.
+    string(REGEX MATCH "^ *" indent "${SOLUTION}")
+    string(LENGTH "${indent}" n_indent)
+    string(SUBSTRING "${SOLUTION}" ${n_indent} -1 solution)
+    string(REPLACE "\n${indent}" "\n" solution "${solution}")
+    string(REPLACE "\n" "\n    " solution "    ${solution}")
+    file(WRITE "${GEN_DIR}/exercise_${id}.md"
+"<b>Exercise `${id}` (write it).</b> In a copy of `${list_DIR_${stage}}/${FILE}`, ${TASK}.
+The build (preset `cpu`) made the copy, `build/cpu/exercises/${id}/${FILE}`, with those lines cut
+out: between the lines `// EXERCISE ${id} begin` and `end` it holds a stub that compiles and that
+the suite fails on. Write the lines there, then build your copy for the CPU emulator and run this
+stage's whole GPU suite on it, the judge:
+
+    tests/exercise.sh ${id}
+
+It ends with `PASS` or `FAIL` (and the suite's failures). `tests/exercise.sh --stub ${id}` runs
+the untouched stub, `--reset` puts it back into your copy; the CTests `exercise.${id}.stub` and
+`.solution` show that the stub fails and the stage's own code passes.
+
+\\htmlonly<details><summary>The stage's own lines</summary>\\endhtmlonly
+${solution}
+
 \\htmlonly</details>\\endhtmlonly
 ")
     list(APPEND fragments "exercise_${id}.md")

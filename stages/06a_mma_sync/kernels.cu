@@ -9,6 +9,12 @@
 //  * So the accumulators of S and O go to shared memory at their fragment positions (two fp32 of
 //    one row per lane, one 8-byte access) and O comes back the same way; P and the Q, K, V
 //    operands are read with ldmatrix.x4 (V with .trans) from the same padded tiles.
+//  * P·V's two loops are turned around. Stage 04 held one (16, 16) WMMA block of O at a time,
+//    the P strip's Bc/16 fragments loaded once, to keep its registers off the 255 ceiling; 06a
+//    holds the warp's whole (16, D) O strip as D/8 accumulators (32 fp32 registers per thread at
+//    D = 64, 64 at D = 128), loaded once per tile, and walks the keys outside: each P fragment is
+//    loaded once and each ldmatrix.x4.trans of V feeds two mma. ptxas stays at or under 128
+//    registers (predictions.csv checks it); stage 06b keeps this order, O in registers for good.
 // Everything else — the ring, its one barrier, the shared-memory layout, the online softmax on
 // rows of S in shared memory, the epilogue — is stage 04's code, line for line.
 //

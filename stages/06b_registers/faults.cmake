@@ -15,8 +15,8 @@ flashsteps_fault(06b_quad_max_half_reduced STAGE 06b_registers
   TO   [=[      // (planted fault: the second step of the quad's max reduction is gone)]=]
   EXPECT "[1-9][0-9]* rows of LSE wrong" TESTS "a non-default softmax scale")
 
-flashsteps_fault(06b_unmasked_tiles_off_by_one STAGE 06b_registers
-  BREAKS "Tc_full rounds up: the diagonal tile takes the unmasked path"
-  FROM [=[  const int Tc_full = kv_full / Bc;  // tiles 0 .. Tc_full-1 need no mask (<= Tc_i)]=]
-  TO   [=[  const int Tc_full = (kv_full + Bc - 1) / Bc;]=]
+flashsteps_fault(06b_mask_off_by_one STAGE 06b_registers
+  BREAKS "the mask on the accumulator keeps column kv_end, the first key a row must not see (past its diagonal, or K's zero-filled row past Skv)"
+  FROM [=[        if (kv0 + 8 * n + 2 * tg + (e % 2) >= kv_end[e / 2]) s_acc[n][e] = -INFINITY;]=]
+  TO   [=[        if (kv0 + 8 * n + 2 * tg + (e % 2) > kv_end[e / 2]) s_acc[n][e] = -INFINITY;]=]
   EXPECT "heads: FAIL" TESTS "a non-default softmax scale")

@@ -2,43 +2,52 @@
 // Stage 06b — registers: S, P and O never leave the warp (FlashAttention-2's data flow).
 //
 // What changed since stage 06a (its parent): the instruction (mma.sync.m16n8k16 + ldmatrix), the
-// ring of K_j / V_j copies with its one barrier per tile, the per-warp ownership of 16 query rows
-// and the padded rows are 06a's. What moved into registers, now that a lane knows its rows:
+// ring of K_j / V_j copies with its one barrier per tile, the per-warp ownership of 16 query rows,
+// the padded rows, Bc = 64, exp2f and the launch order are 06a's. What moved into registers, now
+// that a lane knows its rows:
 //  * S_ij is accumulated in registers and the online softmax runs on the accumulator (a row's max
 //    is 2 __shfl_xor_sync away in its quad; l is a per-lane partial sum, reduced in the epilogue).
 //  * P_ij stays in registers: two adjacent n8 accumulators, rounded and packed, are the A operand
-//    of the next m16n8k16. O_i is accumulated and rescaled in registers; Q_i's warp strip is
-//    copied by its own warp and loaded once into A fragments.
-//  * Shared memory holds Q and the ring only, so one tile per head dim fits every device; Bc is
-//    sized to the register file instead (kernels.cuh).
-//  * What the register-resident softmax makes cheap: only the tiles that cross the diagonal or Skv
-//    run the masking code (a template argument), the longest causal blocks start first, and
-//    p = exp2 is one FFMA and one ex2.approx.ftz. The epilogue stages O / l through the dead Q
-//    rows for 16-byte coalesced stores.
+//    of the next m16n8k16. O_i is accumulated and rescaled in registers, as 06a's P·V loop order
+//    already held it for the length of one tile.
+//  * Q_i's warp strip is loaded once into A fragments, before the loop (one barrier after Q_i has
+//    landed), and kept for the whole kernel; so the QK^T loop over k is unrolled completely (a
+//    register array is indexed by constants only). Q_i is still copied by the whole block with
+//    tile 0, as in 06a.
+//  * O / l leaves through the warp's dead Q rows, in 16-byte coalesced stores as in 06a, which
+//    staged O in an fp32 shared-memory tile that no longer exists.
+//  * Shared memory holds Q and the ring only: 45 KiB (D = 64) and 85 KiB (D = 128) fit every
+//    sm_80+ device, so 06a's narrow D = 128 tile for sm_86/89 is gone.
+// The tuning that the register-resident kernel allows (Bc = 128 at D = 64, the unmasked fast path
+// for causal tiles, the longest-first launch order, ex2.approx.ftz, a commit group per warp for
+// Q) is stage 06c's, with the swizzle: that kernel is the one the committed run measured (06c's
+// header).
 //
 //! [prediction]
-// Which metric should move, and by how much (written before any GPU ran this stage). Per warp and
-// 64 keys, against stage 06a:
-//  * Shared-memory traffic: 06a moves Q, K, V through ldmatrix and S, P, O through shared memory,
-//    ~46 KB (D = 64) / ~80 KB (D = 128); here only K and V (and Q once per block): 8 + 8 + 4 =
-//    20 KB / 16 + 16 + 8 = 40 KB. `l1tex__data_pipe_lsu_wavefronts_mem_shared.sum` per FLOP: -55%
-//    (D = 64), -50% (D = 128).
+// Which metric should move, and by how much (written before any GPU ran this stage, and rewritten
+// with the step, still before any run). Per warp and 64 keys, against stage 06a:
+//  * Shared-memory traffic (book/chapters/stage_06b_registers.md counts it): 06a moves Q, K, V
+//    through ldmatrix and S, P, O through shared memory, 608 D + 12288 bytes: 50 KiB (D = 64) /
+//    88 KiB (D = 128); here K and V only (Q once per block), 320 D: 20 / 40 KiB, 2.5x / 2.2x
+//    fewer bytes. `l1tex__data_pipe_lsu_wavefronts_mem_shared.sum` per FLOP: -55% to -70% at
+//    D = 64, -50% to -65% at D = 128 (the bytes say -60% and -55%; 06a's element-wise accesses
+//    may cost more wavefronts per byte than its ldmatrix, never fewer).
 //  * Bank conflicts on loads and stores -> 0: the padding puts the 8 rows of every ldmatrix phase
 //    and of every 4-byte staging store in 8 different bank groups, and 8 consecutive 16-byte
 //    chunks of a row (cp.async, the epilogue's reads) are 128 contiguous bytes.
-//  * Latency vs stage 06a: 2.5-4x at S >= 2k, D = 64 and D = 128 (the tensor pipe no longer waits
+//  * Latency vs stage 06a: 2-4x at S >= 2k, D = 64 and D = 128 (the tensor pipe no longer waits
 //    for the S, P and O round trips, which were most of 06a's shared-memory traffic).
-//  * Registers: ptxas uses 190-255 per thread on sm_80/89/90, 0 spills: 2 blocks (8 warps) per SM.
-//  * Against stage 06c (this kernel with the XOR swizzle in place of the padding): within +-5%.
-//    The swizzle saves 1/9 or 1/17 of the shared memory, which sets no limit here on sm_80/sm_90.
+//  * Registers: 110-200 per thread at D = 64 (S 32, O 32, Q 16 fp32/packed registers, plus the
+//    addresses), 190-255 at D = 128 (32 + 64 + 32), 0 spills (ptxas, sm_80/89/90).
 //! [prediction]
 //
 // Limits: D = 64 and 128 only (the S and O strips are sized to the register file), fp16 and bf16,
 // causal or not, any Sq, Skv >= 1, sm_80+, Q, K, V, O 16-byte aligned, B*H*Tr < 2^31 blocks. Not
 // yet: 16 rows per warp means each K/V fragment feeds one warp's mma only (FA2's 32 rows per warp
 // halve ldmatrix traffic but cannot also keep Q in registers at D = 128); the warps that copy also
-// compute, in lock step at one barrier per tile; rows are padded by 16 bytes (stage 06c swizzles
-// them instead); Hopper's wgmma and TMA are stage 07's. The reasoning:
+// compute, in lock step at one barrier per tile; rows are padded by 16 bytes and every tile pays
+// for the mask (stage 06c swizzles them instead, and tunes the tile loop); Hopper's wgmma and TMA
+// are stage 07's. The reasoning:
 // book/chapters/stage_06b_registers.md.
 // =================================================================================================
 #include <cuda/pipeline>
@@ -59,49 +68,30 @@ namespace {
 // groups per thread, one __syncthreads() per tile to publish a stage and to free it for refill.
 using Pipeline = cuda::pipeline<cuda::thread_scope_thread>;
 
-//! [padding]
-// Where chunk `c` (16 bytes = 8 elements) of row `r` of a padded tile lives, in elements from the
-// tile's start: rows are kD + 8 elements apart (Tile::kLd), stage 04's padding. Every row stride is
-// an odd multiple of 16 bytes (144 or 272), so 8 consecutive rows start in 8 different 16-byte
-// (4-bank) groups of the 128 bytes the 32 banks span.
-// Reads: an ldmatrix phase serves one 8x8 matrix: 8 lanes give 8 consecutive rows at one column —
-// 8 different groups, all 32 banks once. So do the epilogue's 4-byte staging stores (8 rows x 4
-// lanes at one chunk). Writes: 8 consecutive threads of a cp.async (and the epilogue's 16-byte
-// reads) take 8 consecutive chunks of one row: 128 contiguous bytes, all banks once.
-// The price: 16 bytes a row, 1/9 (D = 64) or 1/17 (D = 128) of every tile.
-template <int kD>
-__device__ __forceinline__ int padded(int r, int c) {
-  return r * (kD + 8) + c * 8;
-}
-//! [padding]
-
 //! [load_tile_async]
 // Issues the copy of rows [row0, row0 + kRows) of one head's (n_rows, D) matrix into a padded
-// tile: kCopiers threads (numbered `tid`), one 16-byte cp.async per thread and step, consecutive
-// threads on consecutive chunks of a row (coalesced in global memory, conflict-free in shared
-// memory). Rows at or past n_rows — the ragged tail — are never read: the thread stores zeros
-// instead (a stale NaN in V would survive the multiplication by a masked p = 0).
-template <int kD, int kRows, int kCopiers, class T>
-__device__ __forceinline__ void load_tile_async(T* __restrict__ dst, const T* __restrict__ src,
-                                                int row0, int n_rows, int tid, Pipeline& pipe) {
-  constexpr int kPerRow = kD / 8;               // 16-byte chunks per row
-  constexpr int kRowStep = kCopiers / kPerRow;  // rows the copiers cover per step
-  constexpr int kSteps = kRows / kRowStep;
-  static_assert(kCopiers % kPerRow == 0 && kRows % kRowStep == 0,
-                "the copiers cover whole rows per step and the tile in whole steps");
-  const int r0 = tid / kPerRow, c = tid % kPerRow;  // this thread: chunk c of rows r0 + k*kRowStep
-  // One 64-bit address per call; the steps are constant offsets from it (immediates in SASS).
-  const T* src_thread = src + (std::int64_t{row0} + r0) * kD + c * 8;
-  const int rows_left = n_rows - row0 - r0;  // steps at or past this row count are zero-filled
+// shared-memory tile and returns without waiting: one cp.async (cp.async.cg: 16 bytes, through L2,
+// past L1 and the register file) per thread and step, consecutive threads on consecutive 16-byte
+// pieces of a row (coalesced, as in stage 03). The copies join this thread's open commit group.
+// Rows at or past n_rows — the ragged tail — are never read: the thread stores zeros there with an
+// ordinary shared-memory store instead (a stale NaN in V would survive the multiplication by a
+// masked p = 0). Both kinds of write become visible to the other warps at the same barrier.
+template <class Tile, int kRows, class T>
+__device__ __forceinline__ void load_tile_async(T* __restrict__ dst, int ld,
+                                                const T* __restrict__ src, int row0, int n_rows,
+                                                Pipeline& pipe) {
+  constexpr int kPerRow = Tile::D / Tile::kVec;  // 16-byte pieces per row
+  constexpr int kSteps = kRows * kPerRow / Tile::kThreads;
 #pragma unroll
   for (int step = 0; step < kSteps; ++step) {
-    const int r = r0 + step * kRowStep;
-    T* chunk = dst + padded<kD>(r, c);  // (8) dtype in smem
-    if (step * kRowStep < rows_left) {
-      cuda::memcpy_async(chunk, src_thread + step * kRowStep * kD, cuda::aligned_size_t<16>(16),
-                         pipe);
+    const int idx = step * Tile::kThreads + static_cast<int>(threadIdx.x);
+    const int r = idx / kPerRow, c = idx % kPerRow;
+    T* piece = dst + r * ld + c * Tile::kVec;  // (8) dtype in smem
+    if (row0 + r < n_rows) {
+      cuda::memcpy_async(piece, src + (std::int64_t{row0} + r) * Tile::D + c * Tile::kVec,
+                         cuda::aligned_size_t<16>(16), pipe);
     } else {
-      *reinterpret_cast<uint4*>(chunk) = make_uint4(0u, 0u, 0u, 0u);
+      *reinterpret_cast<uint4*>(piece) = make_uint4(0u, 0u, 0u, 0u);
     }
   }
 }
@@ -110,8 +100,8 @@ __device__ __forceinline__ void load_tile_async(T* __restrict__ dst, const T* __
 //! [ownership]
 // Who owns what. Each of the 4 warps owns a 16-row strip of the query block for the whole kernel,
 // as in stage 04 — but now the strip lives in the warp's registers, spread over its lanes in the
-// mma.m16n8k16 layouts. Lane 4g + t (g = lane / 4 = "groupID", t = lane % 4) holds, of every
-// n8-wide accumulator tile, rows g and g + 8, columns 2t and 2t + 1:
+// mma.m16n8k16 layouts. Lane 4g + t (g = lane / 4 = "groupID", t = tg = lane % 4) holds, of
+// every n8-wide accumulator tile, rows g and g + 8, columns 2t and 2t + 1:
 //
 //   one (16, 8) fp32 accumulator tile, 4 regs/thread      the warp's strips (n8 tiles):
 //            col 0 1 | 2 3 | 4 5 | 6 7                       S_ij, P_ij  (16, Bc): Bc/8 tiles
@@ -125,28 +115,33 @@ __device__ __forceinline__ void load_tile_async(T* __restrict__ dst, const T* __
 //
 // A row of S, P, O is spread over the 4 lanes of one quad (4g .. 4g+3): its max and sum are two
 // __shfl_xor_sync (offsets 1 and 2) away, and alpha of rows g, g+8 is known to the lanes that
-// hold their O elements. Nothing is shared between warps but the K_j / V_j ring.
+// hold their O elements. Nothing is shared between warps but Q_i's copy and the K_j / V_j ring.
 //! [ownership]
 
 //! [ring]
-// The ring, kStages = 2, unchanged from stage 04 (tile j in stage j % 2). Q_i now has its own
-// commit group, ahead of tile 0's, so that its fragments can be loaded while K_0, V_0 still fly:
+// The ring, kStages = 2 (tile j in stage j % 2). Time runs down; "copy" is cp.async in flight,
+// "math" is both products and the softmax on the stage named.
 //
 //              stage 0            stage 1
-//   prologue   copy K_0, V_0      -                    (Q_i: its own group, before them)
+//   prologue   copy Q_i,K_0,V_0   -
 //   tile 0     math (K_0, V_0)    copy K_1, V_1        <- issued right after barrier (A) of tile 0
 //   tile 1     copy K_2, V_2      math (K_1, V_1)      <- stage 0 is free: (A) of tile 1 saw every
 //   tile 2     math (K_2, V_2)    copy K_3, V_3           warp finish tile 0
+//
+// With kStages stages the prologue copies tiles 0 .. kStages-2 and tile j refills stage
+// (j - 1) % kStages with tile j + kStages - 1: kStages - 1 tiles are in flight during tile j's
+// math.
 //! [ring]
 
 template <class T, class Tile, bool kCausal>
-__global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocksPerSm)
+__global__ void __launch_bounds__(Tile::kThreads)
     fused_attention_kernel(const T* __restrict__ q, const T* __restrict__ k,
                            const T* __restrict__ v, T* __restrict__ o, float* __restrict__ lse,
                            Shape sh) {
   constexpr int D = Tile::D, Br = Tile::Br, Bc = Tile::Bc;
   constexpr int kStages = Tile::Stages;
   constexpr int kQK = Tile::kQK, kSN = Tile::kSN, kPK = Tile::kPK, kON = Tile::kON;
+  constexpr int kLdQ = Tile::kLdQ, kLdKV = Tile::kLdKV;
 
   FS_DYNAMIC_SHARED(__align__(128) unsigned char, smem);
   T* sQ = reinterpret_cast<T*>(smem + Tile::kOffQ);  // (Br, D) dtype, padded: Q_i, then O_i / l
@@ -158,20 +153,19 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocksPerSm)
     return reinterpret_cast<T*>(smem + Tile::kOffRing + s * Tile::kStageBytes + Tile::kKVBytes);
   };
 
-  // One block per (head, query block), the query blocks of a head adjacent in launch order so
-  // that they share K_j, V_j through L2 (stage 04). New: inside a head the last query block goes
-  // first — under a causal mask it has the most tiles, and starting the longest blocks first
-  // shortens the tail of the grid.
-  const int i = sh.tr - 1 - static_cast<int>(blockIdx.x % static_cast<unsigned>(sh.tr));
-  const std::int64_t bh = blockIdx.x / static_cast<unsigned>(sh.tr);  // b*H + h
-  const int row0 = i * Br;                                            // first row of Q_i
-  const T* q_head = q + bh * sh.sq * D;                               // (Sq, D) of this head
-  const T* k_head = k + bh * sh.skv * D;                              // (Skv, D)
-  const T* v_head = v + bh * sh.skv * D;                              // (Skv, D)
+  // One block per (head, query block), query blocks of a head adjacent in launch order so that
+  // they run together and share K_j, V_j through L2. A flat grid.x holds B*H*Tr < 2^31 blocks
+  // (gridDim.y would cap B*H at 65535).
+  const int i = static_cast<int>(blockIdx.x % static_cast<unsigned>(sh.tr));  // query block
+  const std::int64_t bh = blockIdx.x / static_cast<unsigned>(sh.tr);          // b*H + h
+  const int row0 = i * Br;                                                    // first row of Q_i
+  const T* q_head = q + bh * sh.sq * D;   // (Sq, D) of this head
+  const T* k_head = k + bh * sh.skv * D;  // (Skv, D)
+  const T* v_head = v + bh * sh.skv * D;  // (Skv, D)
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int warp_row0 = warp * Tile::kWarpRows;  // first row of this warp's strip in the tile
-  const int g = lane / 4, t = lane % 4;  // groupID, threadID_in_group (see the ownership picture)
+  const int g = lane / 4, tg = lane % 4;  // groupID, threadID_in_group (the ownership picture)
   // This thread's two rows: h = 0 is strip row g, h = 1 is strip row g + 8. Rows >= Sq (ragged
   // last block) are computed on zero-filled Q and never stored.
   const int my_row[2] = {row0 + warp_row0 + g, row0 + warp_row0 + g + 8};
@@ -179,54 +173,34 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocksPerSm)
   const int kv_end[2] = {static_cast<int>(causal_kv_end(my_row[0], sh.sq, sh.skv, kCausal)),
                          static_cast<int>(causal_kv_end(my_row[1], sh.sq, sh.skv, kCausal))};
 
-  // The block's last row sees the most keys and its first row the fewest (the mask is monotone
-  // in the row). Tiles past the last row's last visible key are masked for every row: skipped.
-  // Tiles inside the first row's visible keys are masked for no row: they take the unmasked path.
-  // Only the tiles in between (the diagonal band, the ragged end of Skv) pay for the mask.
+  // The block's last row sees the most keys (the mask is monotone in the row): tiles past its last
+  // visible key are masked for every row, and are skipped. Tc_i = 0 when no row sees a key.
   const int last_row = min(row0 + Br, sh.sq) - 1;
   const int kv_stop = static_cast<int>(causal_kv_end(last_row, sh.sq, sh.skv, kCausal));
-  const int Tc_i = (kv_stop + Bc - 1) / Bc;  // tiles visited; 0 when no row sees a key
-  const int kv_full = static_cast<int>(causal_kv_end(row0, sh.sq, sh.skv, kCausal));
-  const int Tc_full = kv_full / Bc;  // tiles 0 .. Tc_full-1 need no mask (<= Tc_i)
+  const int Tc_i = (kv_stop + Bc - 1) / Bc;
 
   //! [pipeline]
   Pipeline pipe = cuda::make_pipeline();
   // Issues this thread's copies of K_t and V_t into stage t % kStages and closes its commit group.
-  // Past the last tile the group is empty but still committed, so that group counts stay fixed.
-  auto prefetch = [&](int t_next) {
-    if (t_next < Tc_i) {
-      const int s = t_next % kStages;
-      const int tid = static_cast<int>(threadIdx.x);
-      load_tile_async<D, Bc, Tile::kThreads>(stage_k(s), k_head, t_next * Bc, sh.skv, tid, pipe);
-      load_tile_async<D, Bc, Tile::kThreads>(stage_v(s), v_head, t_next * Bc, sh.skv, tid, pipe);
+  // Past the last tile the group is empty but still committed, so that group t always holds tile t
+  // and "wait for tile j" is the same count at every j.
+  auto prefetch = [&](int t) {
+    if (t < Tc_i) {
+      const int s = t % kStages;
+      load_tile_async<Tile, Bc>(stage_k(s), kLdKV, k_head, t * Bc, sh.skv, pipe);  // K_t (Bc, D)
+      load_tile_async<Tile, Bc>(stage_v(s), kLdKV, v_head, t * Bc, sh.skv, pipe);  // V_t (Bc, D)
     }
     pipe.producer_commit();  // cp.async.commit_group
   };
   //! [pipeline]
 
-  //! [load_q]
-  // Group 0: each warp copies its own Q strip (16, D) — only this warp reads it, so its lanes
-  // need each other's copies, never another warp's: __syncwarp() publishes them, no block-wide
-  // barrier. Groups 1 .. kStages-1: tiles 0 .. kStages-2.
-  load_tile_async<D, Tile::kWarpRows, 32>(sQ + warp_row0 * Tile::kLd, q_head, row0 + warp_row0,
-                                          sh.sq, lane, pipe);
-  pipe.producer_commit();
+  //! [prologue]
+  // Group 0 carries Q_i with tile 0; groups 1 .. kStages-2 carry tiles 1 .. kStages-2.
+  load_tile_async<Tile, Br>(sQ, kLdQ, q_head, row0, sh.sq, pipe);  // Q_i (Br, D)
 #pragma unroll
-  for (int tt = 0; tt < kStages - 1; ++tt)
-    prefetch(tt);
-  // Q's group is the oldest; the kStages - 1 tile groups behind it may still fly.
-  cuda::pipeline_consumer_wait_prior<kStages - 1>(pipe);
-  __syncwarp();
-  // The warp's Q strip as kQK A fragments, kept in registers for the whole kernel. x4 matrices:
-  // rows 0-7 / 8-15 x columns 16kk..+7 / +8..+15 -> a0, a1, a2, a3, so lane l points at strip
-  // row l % 16, chunk 2kk + l / 16.
-  std::uint32_t q_frag[kQK][4];  // (16, D) dtype of Q_i: D/16 A fragments (16, 16), 4 regs each
-#pragma unroll
-  for (int kk = 0; kk < kQK; ++kk) {
-    ptx::ldmatrix_x4(q_frag[kk],
-                     ptx::smem_addr(sQ + padded<D>(warp_row0 + lane % 16, 2 * kk + lane / 16)));
-  }
-  //! [load_q]
+  for (int t = 0; t < kStages - 1; ++t)
+    prefetch(t);
+  //! [prologue]
 
   float o_acc[kON][4];  // (16, D) fp32 O_i strip: D/8 accumulator tiles (16, 8), 4 regs each
 #pragma unroll
@@ -235,33 +209,41 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocksPerSm)
   float m_run[2] = {-INFINITY, -INFINITY};  // running max of rows g, g+8 (the quad agrees)
   float l_run[2] = {0.0f, 0.0f};  // this lane's share of the running sums (quad-reduced at the end)
 
-  // Per-lane ldmatrix byte offsets inside a stage, before the kk / np / dp terms:
-  //  K (x4, no trans): matrices = (keys 0-7, k 0-7), (keys 0-7, k 8-15), (keys 8-15, k 0-7),
-  //    (keys 8-15, k 8-15) -> b0, b1 of n8 tile 2np and b0, b1 of tile 2np+1: lane l points at
-  //    key row l % 8 + 8 * (l / 16), chunk 2kk + (l / 8) % 2.
-  //  V (x4.trans): matrices = (keys 0-7, d 0-7), (keys 8-15, d 0-7), (keys 0-7, d 8-15),
-  //    (keys 8-15, d 8-15), transposed -> b0, b1 of n8 tile 2dp and of tile 2dp+1: lane l points
-  //    at key row l % 16, chunk 2dp + l / 16.
-  // With padded rows the (kk, np) and (kk, dp) terms are compile-time constants added to the
-  // lane's offset: immediates of the LDSM instructions.
+  // Per-lane ldmatrix offsets, before the kk / np / dp terms (stage 06a's, kernels.cu there has
+  // the matrices each lane addresses): Q_i's strip (the A operand), K_j (x4), V_j (x4.trans).
+  const std::uint32_t q_lane =
+      ptx::smem_addr(sQ + (warp_row0 + lane % 16) * kLdQ + 8 * (lane / 16));
   const std::uint32_t k_lane =
-      static_cast<std::uint32_t>(2 * padded<D>(lane % 8 + 8 * (lane / 16), (lane / 8) % 2));
-  const std::uint32_t v_lane = static_cast<std::uint32_t>(2 * padded<D>(lane % 16, lane / 16));
+      static_cast<std::uint32_t>(2 * ((lane % 8 + 8 * (lane / 16)) * kLdKV + 8 * ((lane / 8) % 2)));
+  const std::uint32_t v_lane =
+      static_cast<std::uint32_t>(2 * ((lane % 16) * kLdKV + 8 * (lane / 16)));
+
+  //! [load_q]
+  // The warp's Q strip as kQK A fragments, kept in registers for the whole kernel. Group 0 (Q_i,
+  // with tile 0) is this thread's oldest; the barrier makes every thread's pieces of Q_i visible
+  // (tile 0's barrier (A) below will find them landed already). x4 matrices: rows 0-7 / 8-15 x
+  // columns 16kk..+7 / +8..+15 -> a0, a1, a2, a3, so lane l points at strip row l % 16, column
+  // 16kk + 8 (l / 16): q_lane, 32 bytes per k-step.
+  cuda::pipeline_consumer_wait_prior<kStages - 2>(pipe);
+  __syncthreads();
+  std::uint32_t q_frag[kQK][4];  // (16, D) dtype of Q_i: D/16 A fragments (16, 16), 4 regs each
+#pragma unroll
+  for (int kk = 0; kk < kQK; ++kk)
+    ptx::ldmatrix_x4(q_frag[kk], q_lane + 32u * kk);
+  //! [load_q]
 
   // One tile: wait for it, refill the stage the last tile left, S = Q K^T, the online softmax,
-  // O = alpha O + P V. `masked` is std::true_type for the tiles that cross the diagonal or Skv.
-  auto tile_step = [&](int j, auto masked) {
-    constexpr bool kMasked = decltype(masked)::value;
-    const int kv0 = j * Bc;  // first key of K_j, V_j
-    const int s = j % kStages;
-    const std::uint32_t sK = ptx::smem_addr(stage_k(s));  // (Bc, D) dtype: K_j
-    const std::uint32_t sV = ptx::smem_addr(stage_v(s));  // (Bc, D) dtype: V_j
+  // O = alpha O + P V.
+  for (int j = 0; j < Tc_i; ++j) {
+    const int kv0 = j * Bc;                                         // first key of K_j, V_j
+    const std::uint32_t sK = ptx::smem_addr(stage_k(j % kStages));  // (Bc, D) dtype: K_j
+    const std::uint32_t sV = ptx::smem_addr(stage_v(j % kStages));  // (Bc, D) dtype: V_j
 
     //! [wait]
-    // This thread's copies of tile j have landed (group j + 1; only the kStages - 2 newest may
-    // still fly). (A) then makes every thread's pieces visible to every warp, and tells that every
-    // warp has finished tile j-1's ldmatrix reads of stage (j-1) % kStages, which is refilled
-    // right below. It is the kernel's only block-wide barrier.
+    // This thread's copies of tile j have landed: groups 0 .. j+kStages-2 are committed, and only
+    // the kStages - 2 newest may still be in flight. (A) then makes every thread's pieces visible
+    // to every warp, and tells that every warp has finished tile j-1's ldmatrix reads of stage
+    // (j-1) % kStages, which is refilled right below. It is the loop's only block-wide barrier.
     cuda::pipeline_consumer_wait_prior<kStages - 2>(pipe);
     __syncthreads();
     prefetch(j + kStages - 1);
@@ -279,21 +261,19 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocksPerSm)
 #pragma unroll
       for (int np = 0; np < kSN / 2; ++np) {
         std::uint32_t kb[4];  // (16 keys, 16 k) of K_j: B fragments of n8 tiles 2np, 2np+1
-        ptx::ldmatrix_x4(kb, sK + 2u * padded<D>(16 * np, 2 * kk) + k_lane);
+        ptx::ldmatrix_x4(kb, sK + 2u * (16 * np * kLdKV + 16 * kk) + k_lane);
         ptx::mma_m16n8k16<T>(s_acc[2 * np], q_frag[kk], {kb[0], kb[1]});
         ptx::mma_m16n8k16<T>(s_acc[2 * np + 1], q_frag[kk], {kb[2], kb[3]});
       }
     }
-    if constexpr (kMasked) {
-      // Element e of tile n is column kv0 + 8n + 2t + (e % 2) of row h = e / 2. A column the row
-      // does not see (past its causal diagonal, or past Skv: K's zero-filled rows) becomes -inf,
-      // and contributes exp2(-inf) = 0 below.
+    // Element e of tile n is column kv0 + 8n + 2tg + (e % 2) of row h = e / 2. A column the row
+    // does not see (past its causal diagonal, or past Skv: K's zero-filled rows) becomes -inf, and
+    // contributes exp2(-inf) = 0 below.
 #pragma unroll
-      for (int n = 0; n < kSN; ++n)
+    for (int n = 0; n < kSN; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (kv0 + 8 * n + 2 * t + (e % 2) >= kv_end[e / 2]) s_acc[n][e] = -INFINITY;
-    }
+      for (int e = 0; e < 4; ++e)
+        if (kv0 + 8 * n + 2 * tg + (e % 2) >= kv_end[e / 2]) s_acc[n][e] = -INFINITY;
     //! [scores]
 
     //! [online_softmax]
@@ -309,18 +289,16 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocksPerSm)
       mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));  // the quad's 4 lanes hold one row:
       mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));  // after two steps all 4 agree
       // A row that has seen no visible key yet has mx = -inf; subtracting a safe 0 instead keeps
-      // exp2(-inf - -inf) = NaN out: alpha and every p are then exp2(-inf) = 0. (Only a masked
-      // tile can leave a row without a key, but the select is two instructions per tile.)
+      // exp2(-inf - -inf) = NaN out: alpha and every p are then exp2(-inf) = 0.
       const float m_scaled = (mx == -INFINITY ? 0.0f : mx) * sh.scale_log2;
-      alpha[h] = ptx::ex2_approx_ftz(m_run[h] * sh.scale_log2 - m_scaled);  // 0 while m_run = -inf
+      alpha[h] = exp2f(m_run[h] * sh.scale_log2 - m_scaled);  // 0 while m_run = -inf
       m_run[h] = mx;
       float row_sum = 0.0f;  // this lane's part of the row: Bc/4 of its columns
 #pragma unroll
       for (int n = 0; n < kSN; ++n) {
         // p = exp2(tau2 * s - tau2 * m): the scale and log2(e) are folded into one FMA
-        s_acc[n][2 * h] = ptx::ex2_approx_ftz(fmaf(s_acc[n][2 * h], sh.scale_log2, -m_scaled));
-        s_acc[n][2 * h + 1] =
-            ptx::ex2_approx_ftz(fmaf(s_acc[n][2 * h + 1], sh.scale_log2, -m_scaled));
+        s_acc[n][2 * h] = exp2f(fmaf(s_acc[n][2 * h], sh.scale_log2, -m_scaled));
+        s_acc[n][2 * h + 1] = exp2f(fmaf(s_acc[n][2 * h + 1], sh.scale_log2, -m_scaled));
         row_sum += s_acc[n][2 * h] + s_acc[n][2 * h + 1];
       }
       // l = alpha l + rowsum is linear and alpha is the same in the 4 lanes of the quad, so each
@@ -364,25 +342,20 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocksPerSm)
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         std::uint32_t vb[4];  // (16 keys, 16 d) of V_j: B fragments of O's n8 tiles 2dp, 2dp+1
-        ptx::ldmatrix_x4_trans(vb, sV + 2u * padded<D>(16 * kk, 2 * dp) + v_lane);
+        ptx::ldmatrix_x4_trans(vb, sV + 2u * (16 * kk * kLdKV + 16 * dp) + v_lane);
         ptx::mma_m16n8k16<T>(o_acc[2 * dp], p_frag, {vb[0], vb[1]});
         ptx::mma_m16n8k16<T>(o_acc[2 * dp + 1], p_frag, {vb[2], vb[3]});
       }
     }
     // No barrier after the tile: the next tile's (A) frees this stage.
     //! [pv]
-  };
-
-  for (int j = 0; j < Tc_full; ++j)
-    tile_step(j, std::false_type{});
-  for (int j = Tc_full; j < Tc_i; ++j)
-    tile_step(j, std::true_type{});
+  }
 
   //! [epilogue]
-  // Only empty groups remain in flight here (and Q's copies are complete: the wait before the Q
+  // Only empty groups remain in flight here (Q_i's copies are complete: the wait before its
   // fragments covered them). The wait drains the empty ones, so that no copy outlives the block;
-  // the __syncwarp() orders every lane's Q fragment reads before the staging writes below, which
-  // reuse the warp's own Q rows.
+  // (E), the __syncwarp(), orders every lane's Q fragment reads before the staging writes below,
+  // which reuse the warp's own Q rows.
   cuda::pipeline_consumer_wait_prior<0>(pipe);
   __syncwarp();
   float inv_l[2];
@@ -394,34 +367,35 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocksPerSm)
     // O = O_i / l; LSE = tau * m + ln(l) = ln(2) * (tau2 * m + log2(l)). A row that saw no key
     // has l = 0: O = 0, LSE = -inf (never 0/0).
     inv_l[h] = l > 0.0f ? 1.0f / l : 0.0f;
-    if (t == 0 && my_row[h] < sh.sq) {
+    if (tg == 0 && my_row[h] < sh.sq) {
       lse[bh * sh.sq + my_row[h]] =
           l > 0.0f ? kLn2 * fmaf(m_run[h], sh.scale_log2, log2f(l)) : -INFINITY;
     }
   }
-  // Stage the warp's (16, D) O strip in its Q rows, padded: a 4-byte store per accumulator pair;
-  // for each n8 tile the warp writes 8 rows x 4 lanes at one chunk: 32 distinct banks.
-  T* sO = sQ + warp_row0 * Tile::kLd;  // (16, D) dtype, padded: this warp's O_i / l
+  // Stage the warp's (16, D) O strip in its Q rows (06a staged it in its fp32 O tile, which is
+  // gone): a 4-byte store per accumulator pair; for each n8 tile the warp writes 8 rows x 4 lanes
+  // at one 16-byte piece of the padded rows: 32 distinct banks.
+  T* sO = sQ + warp_row0 * kLdQ;  // (16, D) dtype, padded: this warp's O_i / l
 #pragma unroll
   for (int n = 0; n < kON; ++n) {
-    *reinterpret_cast<std::uint32_t*>(sO + padded<D>(g, n) + 2 * t) =
+    *reinterpret_cast<std::uint32_t*>(sO + g * kLdQ + 8 * n + 2 * tg) =
         pack2<T>(o_acc[n][0] * inv_l[0], o_acc[n][1] * inv_l[0]);
-    *reinterpret_cast<std::uint32_t*>(sO + padded<D>(g + 8, n) + 2 * t) =
+    *reinterpret_cast<std::uint32_t*>(sO + (g + 8) * kLdQ + 8 * n + 2 * tg) =
         pack2<T>(o_acc[n][2] * inv_l[1], o_acc[n][3] * inv_l[1]);
   }
-  // (E) The staged strip is visible to all of the warp's lanes (only this warp reads it).
+  // The staged strip is visible to all of the warp's lanes (only this warp reads it).
   __syncwarp();
-  // 16-byte stores, a whole row per D/8 consecutive lanes (coalesced); the reads, 8 lanes on 128
-  // contiguous bytes of a row: 32 distinct banks.
-  constexpr int kPerRow = Tile::kChunks;
+  // The warp writes its own 16 rows of O, 16 bytes per lane and step, a whole row per D/8 lanes
+  // (coalesced); the reads, 8 lanes on 128 contiguous bytes of a row: 32 distinct banks.
+  constexpr int kPerRow = D / Tile::kVec;  // 16-byte pieces per row of O
 #pragma unroll
   for (int step = 0; step < Tile::kWarpRows * kPerRow / 32; ++step) {
     const int idx = step * 32 + lane;
-    const int r = idx / kPerRow, c = idx % kPerRow;  // strip row, chunk of the row
-    const uint4 piece = *reinterpret_cast<const uint4*>(sO + padded<D>(r, c));  // (8) dtype
+    const int r = idx / kPerRow, c = idx % kPerRow;  // strip row, piece of the row
+    const uint4 piece = *reinterpret_cast<const uint4*>(sO + r * kLdQ + c * Tile::kVec);
     const int out_row = row0 + warp_row0 + r;
     if (out_row < sh.sq)  // ragged last block: rows past Sq were computed, never stored
-      *reinterpret_cast<uint4*>(o + (bh * sh.sq + out_row) * D + c * 8) = piece;
+      *reinterpret_cast<uint4*>(o + (bh * sh.sq + out_row) * D + c * Tile::kVec) = piece;
   }
   //! [epilogue]
 }

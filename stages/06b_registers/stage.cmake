@@ -4,7 +4,4 @@ flashsteps_stage(
   PARENT 06a_mma_sync
   TITLE "Registers: S, P and O stay in the warp (FlashAttention-2)"
   TEACHES "S, P, O and Q kept in registers, the softmax on the accumulator (FlashAttention-2's \
-data flow)"
-  LARGE_STEP "S, P, O and Q move into registers: that data flow is the tile loop itself, so \
-most of the loop is rewritten (the causal fast path, launch order and staged \
-epilogue ride along: about one new line in eight)")
+data flow)")
