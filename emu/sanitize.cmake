@@ -20,7 +20,8 @@
 #                                   (tests/sanitize/), CTest emu.{asan,tsan}.<stage>: the cases in
 #                                   FSEMU_SANITIZER_CASES must pass with no report
 #   fsemu_planted_{asan,tsan}       kernels with a planted race, shared and global out-of-bounds
-#                                   read (tests/sanitize/planted.cu); CTest emu.{asan,tsan}.planted_*
+#                                   read, a plain load racing an atomicAdd
+#                                   (tests/sanitize/planted.cu); CTest emu.{asan,tsan}.planted_*
 #                                   pass only when the sanitizer reports them
 #                                   (emu/tests/expect-failure.sh)
 option(FLASHSTEPS_EMULATION_SANITIZERS
@@ -132,6 +133,20 @@ fsemu_expect_report(emu.asan.planted_global_oob "a read past a cudaMalloc'd buff
                     # would not split its list on the semicolons after one.)
                     "256-byte region .0x[0-9a-f]+,0x[0-9a-f]+\\)"
                     "fsemu: the emulator was running block \\(0, 0, 0\\), thread \\(63, 0, 0\\)")
+# A plain load racing another warp's atomicAdd of the same shared float: reported, with both
+# accesses (the atomic inside the emulator's atomicAdd, called from the kernel's line); atomics
+# alone are not (emu.tsan.planted_atomics, below).
+fsemu_expect_report(emu.tsan.planted_atomic_race "a plain load racing another warp's atomicAdd"
+                    fsemu_planted_tsan atomic-race
+                    "WARNING: ThreadSanitizer: data race"
+                    "[Rr]ead of size 4 at .* by thread T[0-9]+"
+                    "[Aa]tomic write of size 4"
+                    "fsemu::atomic_add"
+                    "shared_sum.*planted.cu:48"
+                    "shared_sum.*planted.cu:49")
+add_test(NAME emu.tsan.planted_atomics COMMAND fsemu_planted_tsan atomics)
+set_tests_properties(emu.tsan.planted_atomics PROPERTIES
+                     LABELS "cpu;emu;sanitizer" ENVIRONMENT "${FSEMU_SANITIZER_ENV}")
 # The same handoff with a barrier: no report (the barrier's happens-before reaches TSan).
 add_test(NAME emu.tsan.planted_synced COMMAND fsemu_planted_tsan synced)
 set_tests_properties(emu.tsan.planted_synced PROPERTIES
