@@ -153,6 +153,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
       sDelta[r] = row0 + r < sh.sq ? dsum_head[row0 + r] : 0.0f;
     }
     __syncthreads();  // (B) Q_i, dO_i, LSE_i, D_i are in shared memory
+                      //! [walk]
 
     //! [recompute]
     // P_ij = exp(S_ij − LSE_i), dP_ij = dO_i V_jᵀ, dS_ij = P_ij ∘ (dP_ij − D_i) on the (Br, Bc)
@@ -175,8 +176,9 @@ __global__ void __launch_bounds__(Tile::kThreads)
       sP[r * Bc + c] = p;
       sdS[r * Bc + c] = ds;
     }
-    __syncthreads();  // (C) P_ij and dS_ij are complete
-                      //! [recompute]
+    // (C) P_ij and dS_ij are complete before any thread reads a column of them.
+    __syncthreads();
+    //! [recompute]
 
     //! [dkdv]
     // dV_j += P_ijᵀ dO_i and dK_j += dS_ijᵀ Q_i (scaled at the end), in registers.
@@ -208,7 +210,6 @@ __global__ void __launch_bounds__(Tile::kThreads)
     }
     //! [dq]
   }
-  //! [walk]
 
   // dK_j = scale · Σ_i dS_ijᵀ Q_i and dV_j = Σ_i P_ijᵀ dO_i, for the keys that exist (a key no
   // query row sees gets 0: the walk above was empty or its P, dS were 0).
