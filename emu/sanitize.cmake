@@ -113,20 +113,20 @@ fsemu_expect_report(emu.tsan.planted_race "a shared-memory race between two warp
                     fsemu_planted_tsan race
                     "WARNING: ThreadSanitizer: data race"
                     "Read of size 4 at .* by thread T[0-9]+"
-                    "warp_handoff.*planted.cu:23"
-                    "warp_handoff.*planted.cu:25"
+                    "warp_handoff.*planted.cu:27"
+                    "warp_handoff.*planted.cu:29"
                     "'block \\(0, 0, 0\\), thread \\([0-9]+, 0, 0\\) = warp 1 lane [0-9]+'"
                     "'block \\(0, 0, 0\\), thread \\([0-9]+, 0, 0\\) = warp 0 lane [0-9]+'")
 fsemu_expect_report(emu.asan.planted_shared_oob "a read past the dynamic shared memory"
                     fsemu_planted_asan shared-oob
                     "ERROR: AddressSanitizer: use-after-poison"
-                    "shared_past_end.*planted.cu:32"
+                    "shared_past_end.*planted.cu:36"
                     "fsemu: the emulator was running block \\(0, 0, 0\\), thread \\(63, 0, 0\\)"
                     "the address is shared memory 0x180, outside the block's dynamic shared memory 0x80 .. 0x180")
 fsemu_expect_report(emu.asan.planted_global_oob "a read past a cudaMalloc'd buffer"
                     fsemu_planted_asan global-oob
                     "ERROR: AddressSanitizer: heap-buffer-overflow"
-                    "global_past_end.*planted.cu:36"
+                    "global_past_end.*planted.cu:40"
                     # The allocation, in words every libasan prints: GCC 12 says "is located 0
                     # bytes to the right of 256-byte region [a,b)", GCC 14 (Debian 13) "is located
                     # 0 bytes after 256-byte region [a,b)". (No literal left bracket here: CMake
