@@ -16,7 +16,8 @@
 #   bench_<name>      the shared Google Benchmark harness (bench/harness.cpp) on this stage
 # and captures the ptxas resource report (registers, shared memory, spills per kernel and arch)
 # of its CUDA sources to ${CMAKE_BINARY_DIR}/resources/<name>.ptxas.txt at build time.
-# PARENT: the stage this one builds on, declared before it. Only the first stage has none. The
+# PARENT: the stage this one builds on, declared before it, of the same KIND. Only the first stage
+# of each kind has none (00_scalar, 09a_bwd_scalar): each kind is its own line of the tree. The
 # diff of the folder against its parent's is the lesson; the table tool's "vs parent stage"
 # columns and Nsight Compute diffs (in the book's chapters too) compare the two. The
 # declarations form the stage tree, and flashsteps_write_stage_list() writes it for the table
@@ -46,7 +47,7 @@
 set(FLASHSTEPS_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." CACHE INTERNAL "")
 
 # Records a stage (or baseline) in the tree after checking its place in it.
-function(_flashsteps_declare_stage name parent baseline dir measured_as large_step)
+function(_flashsteps_declare_stage name parent baseline dir measured_as large_step kind)
   get_property(stages GLOBAL PROPERTY FLASHSTEPS_STAGES)
   get_property(baselines GLOBAL PROPERTY FLASHSTEPS_BASELINES)
   set(where "flashsteps_add_stage(${name})")
@@ -67,12 +68,27 @@ function(_flashsteps_declare_stage name parent baseline dir measured_as large_st
       message(FATAL_ERROR "${where}: PARENT ${parent} is not a stage declared before it "
                           "(declared so far: ${known})")
     endif()
-    if(parent STREQUAL "" AND stages)
-      list(GET stages 0 first)
-      message(FATAL_ERROR "${where}: every stage but the first (${first}) names the stage it "
-                          "builds on: PARENT <stage>")
+    # Each KIND is its own line of the tree: its first stage has no parent (00_scalar forward,
+    # 09a_bwd_scalar backward), every other names one of the same kind.
+    if(kind STREQUAL "")
+      set(kind forward)
     endif()
+    if(NOT parent STREQUAL "")
+      get_property(parent_kind GLOBAL PROPERTY FLASHSTEPS_STAGE_KIND_${parent})
+      if(NOT parent_kind STREQUAL kind)
+        message(FATAL_ERROR "${where}: KIND ${kind}, but its PARENT ${parent} is of KIND "
+                            "${parent_kind}: a stage builds on a stage of its own kind")
+      endif()
+    endif()
+    foreach(other IN LISTS stages)
+      get_property(other_kind GLOBAL PROPERTY FLASHSTEPS_STAGE_KIND_${other})
+      if(parent STREQUAL "" AND other_kind STREQUAL kind)
+        message(FATAL_ERROR "${where}: every ${kind} stage but the first (${other}) names the "
+                            "stage it builds on: PARENT <stage>")
+      endif()
+    endforeach()
     set_property(GLOBAL APPEND PROPERTY FLASHSTEPS_STAGES ${name})
+    set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_KIND_${name} "${kind}")
   endif()
   get_filename_component(root "${FLASHSTEPS_ROOT}" ABSOLUTE)
   file(RELATIVE_PATH dir "${root}" "${dir}")
@@ -143,15 +159,18 @@ endfunction()
 
 # flashsteps_stage_target(<target> <stage>): a target that compiles the stage's sources (its
 # library, the watchdog build, the emulated, sanitized and planted-fault builds) gets the stage's
-# folder as include directory and its manifest's name and title, which the launcher's name() and
-# title() return (FLASHSTEPS_STAGE_NAME, FLASHSTEPS_STAGE_TITLE).
+# folder as include directory and its manifest's name, title and kind, which the launcher's name(),
+# title() and (a backward stage's) kind() return (FLASHSTEPS_STAGE_NAME, FLASHSTEPS_STAGE_TITLE,
+# FLASHSTEPS_STAGE_KIND).
 function(flashsteps_stage_target target name)
   get_property(dir GLOBAL PROPERTY FLASHSTEPS_STAGE_DIR_${name})
   get_property(title GLOBAL PROPERTY FLASHSTEPS_STAGE_TITLE_${name})
+  get_property(kind GLOBAL PROPERTY FLASHSTEPS_STAGE_KIND_${name})
   get_filename_component(root "${FLASHSTEPS_ROOT}" ABSOLUTE)
   target_include_directories(${target} PRIVATE "${root}/${dir}")
   target_compile_definitions(${target} PRIVATE "FLASHSTEPS_STAGE_NAME=\"${name}\""
-                                               "FLASHSTEPS_STAGE_TITLE=\"${title}\"")
+                                               "FLASHSTEPS_STAGE_TITLE=\"${title}\""
+                                               "FLASHSTEPS_STAGE_KIND=flashsteps::StageKind::${kind}")
 endfunction()
 
 # flashsteps_write_stage_manifests(<file>): every stage's name and title as macros
@@ -221,7 +240,7 @@ function(flashsteps_add_stage name)
     set(ARG_DIR "${CMAKE_CURRENT_LIST_DIR}/${name}")
   endif()
   _flashsteps_declare_stage(${name} "${ARG_PARENT}" "${ARG_BASELINE}" "${ARG_DIR}"
-                            "${ARG_MEASURED_AS}" "${ARG_LARGE_STEP}")
+                            "${ARG_MEASURED_AS}" "${ARG_LARGE_STEP}" "${ARG_KIND}")
   _flashsteps_describe_stage(${name} "${ARG_BASELINE}" "${ARG_DIR}" "${ARG_TITLE}"
                              "${ARG_TEACHES}" "${ARG_KIND}" "${ARG_CHAPTER}")
   # The architectures a stage is limited to (empty: every architecture of the build) and whether

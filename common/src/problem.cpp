@@ -20,20 +20,28 @@ std::optional<DType> parse_dtype(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view to_string(StageKind k) {
+  return k == StageKind::forward ? "forward" : "backward";
+}
+
 float Problem::softmax_scale() const {
   return scale != 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
 }
 
-std::int64_t Problem::min_dram_bytes() const {
+std::int64_t Problem::min_dram_bytes(StageKind kind) const {
   const std::int64_t e = dtype_bytes(dtype);
-  return (2 * q_elems() + 2 * kv_elems()) * e + lse_elems() * 4;
+  // Forward: Q, O and K, V. Backward: Q, O, dO, dQ and K, V, dK, dV.
+  const std::int64_t n = kind == StageKind::forward ? 2 : 4;
+  return (n * q_elems() + n * kv_elems()) * e + lse_elems() * 4;
 }
 
-double Problem::flops() const {
+double Problem::flops(StageKind kind) const {
   const double f = 4.0 * static_cast<double>(batch) * static_cast<double>(heads) *
                    static_cast<double>(seq_q) * static_cast<double>(seq_kv) *
                    static_cast<double>(head_dim);
-  return causal ? f / 2.0 : f;
+  // The backward's five products (S again, dV, dP, dQ, dK) against the forward's two: 2.5x.
+  const double k = kind == StageKind::forward ? 1.0 : 2.5;
+  return (causal ? f / 2.0 : f) * k;
 }
 
 std::int64_t Problem::kv_end(std::int64_t i) const {
@@ -93,8 +101,8 @@ std::string validate(const Problem& p) {
 }
 
 std::string check_fits_memory(const Problem& p, std::int64_t workspace_bytes,
-                              std::int64_t free_bytes) {
-  const std::int64_t need = p.min_dram_bytes() + workspace_bytes;
+                              std::int64_t free_bytes, StageKind kind) {
+  const std::int64_t need = p.min_dram_bytes(kind) + workspace_bytes;
   if (need > free_bytes) {
     std::ostringstream s;
     s << "problem " << p.name() << " needs " << need / (1 << 20) << " MiB of device memory ("

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -320,6 +321,246 @@ CheckResult check_attention(const Problem& p, const Reference& exact, const Refe
     << " heads: " << (c.pass ? "PASS" : "FAIL");
   if (!c.pass) {
     c.triage = triage(p, exact, o, lse, c);
+    s << "\n  " << c.triage;
+  }
+  c.summary = s.str();
+  return c;
+}
+
+// ---- The backward pass ----------------------------------------------------------------------
+
+BackwardInputs make_backward_inputs(const Problem& p, std::uint64_t seed) {
+  BackwardInputs in{make_inputs(p, seed), {}, {}, {}};
+  std::vector<std::int64_t> all(static_cast<std::size_t>(p.batch_heads()));
+  for (std::int64_t h = 0; h < p.batch_heads(); ++h)
+    all[h] = h;
+  const Reference fwd = reference_attention(in.fwd, all, RefPrecision::exact);
+  in.o.resize(fwd.o.size());
+  for (std::size_t e = 0; e < fwd.o.size(); ++e)
+    in.o[e] = float_to_bits(static_cast<float>(fwd.o[e]), p.dtype);
+  in.lse.resize(fwd.lse.size());
+  for (std::size_t r = 0; r < fwd.lse.size(); ++r)
+    in.lse[r] = static_cast<float>(fwd.lse[r]);
+  // dO: zero mean (a loss's gradient has no preferred sign), its own stream of the seed.
+  std::mt19937_64 rng(seed ^ 0xd0d0d0d0d0d0d0d0ULL);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  in.dout.resize(static_cast<std::size_t>(p.o_elems()));
+  for (auto& x : in.dout)
+    x = float_to_bits(u(rng), p.dtype);
+  return in;
+}
+
+namespace {
+
+// One head's tensors decoded to double: q, o, dout [Sq, D]; k, v [Skv, D]; lse [Sq].
+struct HeadInputs {
+  std::vector<double> q, k, v, o, dout, lse;
+};
+
+HeadInputs decode_head(const BackwardInputs& in, std::int64_t h) {
+  const Problem& p = in.fwd.problem;
+  const std::int64_t D = p.head_dim;
+  auto decode = [&](const std::vector<std::uint16_t>& t, std::int64_t rows) {
+    std::vector<double> out(static_cast<std::size_t>(rows * D));
+    const std::uint16_t* src = t.data() + h * rows * D;
+    for (std::int64_t e = 0; e < rows * D; ++e)
+      out[e] = bits_to_float(src[e], p.dtype);
+    return out;
+  };
+  HeadInputs x;
+  x.q = decode(in.fwd.q, p.seq_q);
+  x.k = decode(in.fwd.k, p.seq_kv);
+  x.v = decode(in.fwd.v, p.seq_kv);
+  x.o = decode(in.o, p.seq_q);
+  x.dout = decode(in.dout, p.seq_q);
+  x.lse.assign(in.lse.begin() + h * p.seq_q, in.lse.begin() + (h + 1) * p.seq_q);
+  return x;
+}
+
+// One head, exact: the gradient of softmax(scale Q Kᵀ) V in double, row by row. For row i:
+//   P_ij = softmax_j(S_ij),  dP_ij = dO_i · V_j,  D_i = Σ_j P_ij dP_ij,  dS_ij = P_ij (dP_ij - D_i)
+//   dQ_i = scale Σ_j dS_ij K_j,  dK_j += scale dS_ij Q_i,  dV_j += P_ij dO_i.
+void head_backward_exact(const Problem& p, const HeadInputs& x, double* dq, double* dk,
+                         double* dv) {
+  const std::int64_t D = p.head_dim;
+  const double scale = p.softmax_scale();
+  std::vector<double> s(static_cast<std::size_t>(p.seq_kv)), dp(s.size());
+  for (std::int64_t i = 0; i < p.seq_q; ++i) {
+    const std::int64_t end = p.kv_end(i);
+    double* dqi = dq + i * D;
+    std::fill(dqi, dqi + D, 0.0);
+    if (end == 0) continue;  // a row that sees no key has no gradient
+    double m = kNegInf;
+    for (std::int64_t j = 0; j < end; ++j) {
+      double acc = 0, dacc = 0;
+      for (std::int64_t d = 0; d < D; ++d) {
+        acc += x.q[i * D + d] * x.k[j * D + d];
+        dacc += x.dout[i * D + d] * x.v[j * D + d];
+      }
+      s[j] = acc * scale;
+      dp[j] = dacc;
+      m = std::max(m, s[j]);
+    }
+    double l = 0;
+    for (std::int64_t j = 0; j < end; ++j) {
+      s[j] = std::exp(s[j] - m);
+      l += s[j];
+    }
+    double di = 0;
+    for (std::int64_t j = 0; j < end; ++j) {
+      s[j] /= l;  // P_ij
+      di += s[j] * dp[j];
+    }
+    for (std::int64_t j = 0; j < end; ++j) {
+      const double ds = s[j] * (dp[j] - di);
+      for (std::int64_t d = 0; d < D; ++d) {
+        dqi[d] += scale * ds * x.k[j * D + d];
+        dk[j * D + d] += scale * ds * x.q[i * D + d];
+        dv[j * D + d] += s[j] * x.dout[i * D + d];
+      }
+    }
+  }
+}
+
+// One head, as a careful fp32 kernel computes it from the inputs it is given (O, LSE included).
+void head_backward_same_precision(const Problem& p, const HeadInputs& x, double* dq, double* dk,
+                                  double* dv) {
+  const std::int64_t D = p.head_dim;
+  const float scale = p.softmax_scale();
+  const DType t = p.dtype;
+  std::vector<float> acc_dk(static_cast<std::size_t>(p.seq_kv * D), 0.0f), acc_dv(acc_dk.size());
+  std::vector<float> acc_dq(static_cast<std::size_t>(D));
+  for (std::int64_t i = 0; i < p.seq_q; ++i) {
+    const std::int64_t end = p.kv_end(i);
+    std::fill(acc_dq.begin(), acc_dq.end(), 0.0f);
+    float di = 0;  // D_i = rowsum(dO_i ∘ O_i), from the given O
+    for (std::int64_t d = 0; d < D; ++d)
+      di += static_cast<float>(x.dout[i * D + d]) * static_cast<float>(x.o[i * D + d]);
+    const float lse = static_cast<float>(x.lse[i]);
+    for (std::int64_t j = 0; j < end; ++j) {
+      float dot = 0, dpj = 0;
+      for (std::int64_t d = 0; d < D; ++d) {
+        dot += static_cast<float>(x.q[i * D + d]) * static_cast<float>(x.k[j * D + d]);
+        dpj += static_cast<float>(x.dout[i * D + d]) * static_cast<float>(x.v[j * D + d]);
+      }
+      const float pij = std::exp(dot * scale - lse);
+      const float pr = round_to(pij, t);               // P enters dV = Pᵀ dO in the dtype
+      const float ds = round_to(pij * (dpj - di), t);  // dS enters dQ and dK in the dtype
+      for (std::int64_t d = 0; d < D; ++d) {
+        acc_dq[d] += ds * static_cast<float>(x.k[j * D + d]);
+        acc_dk[j * D + d] += ds * static_cast<float>(x.q[i * D + d]);
+        acc_dv[j * D + d] += pr * static_cast<float>(x.dout[i * D + d]);
+      }
+    }
+    for (std::int64_t d = 0; d < D; ++d)
+      dq[i * D + d] = round_to(acc_dq[d] * scale, t);
+  }
+  for (std::size_t e = 0; e < acc_dk.size(); ++e) {
+    dk[e] = round_to(acc_dk[e] * scale, t);
+    dv[e] = round_to(acc_dv[e], t);
+  }
+}
+
+}  // namespace
+
+BackwardReference reference_attention_backward(const BackwardInputs& in,
+                                               const std::vector<std::int64_t>& heads,
+                                               RefPrecision precision) {
+  const Problem& p = in.fwd.problem;
+  const std::int64_t D = p.head_dim;
+  const auto nh = static_cast<std::int64_t>(heads.size());
+  BackwardReference r;
+  r.heads = heads;
+  r.dq.assign(nh * p.seq_q * D, 0.0);
+  r.dk.assign(nh * p.seq_kv * D, 0.0);
+  r.dv.assign(nh * p.seq_kv * D, 0.0);
+  // dK and dV sum over every query row, so a head is one task.
+  parallel_for(nh, [&](std::int64_t idx) {
+    const HeadInputs x = decode_head(in, heads[idx]);
+    double* dq = r.dq.data() + idx * p.seq_q * D;
+    double* dk = r.dk.data() + idx * p.seq_kv * D;
+    double* dv = r.dv.data() + idx * p.seq_kv * D;
+    if (precision == RefPrecision::exact)
+      head_backward_exact(p, x, dq, dk, dv);
+    else
+      head_backward_same_precision(p, x, dq, dk, dv);
+  });
+  return r;
+}
+
+namespace {
+
+// One gradient against both references; `first` gets its first wrong element, if any.
+GradientCheck check_gradient(const Problem& p, const char* name, std::int64_t rows,
+                             const std::vector<std::int64_t>& heads,
+                             const std::vector<double>& exact, const std::vector<double>& same,
+                             const std::vector<std::uint16_t>& got, std::string* first) {
+  const std::int64_t D = p.head_dim;
+  GradientCheck g;
+  double max_ref = 0;
+  for (std::size_t e = 0; e < exact.size(); ++e) {
+    max_ref = std::max(max_ref, std::abs(exact[e]));
+    g.same_max_err = std::max(g.same_max_err, std::abs(same[e] - exact[e]));
+  }
+  g.floor = unit_roundoff(p.dtype) * max_ref;
+  g.bound = 2.0 * g.same_max_err + g.floor;
+  for (std::size_t idx = 0; idx < heads.size(); ++idx) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t d = 0; d < D; ++d) {
+        const std::int64_t e = (static_cast<std::int64_t>(idx) * rows + r) * D + d;
+        const double ref = exact[e];
+        const double x = bits_to_float(got[(heads[idx] * rows + r) * D + d], p.dtype);
+        const bool finite = std::isfinite(x);
+        if (finite) g.max_err = std::max(g.max_err, std::abs(x - ref));
+        g.nonfinite += finite ? 0 : 1;
+        if (finite && std::abs(x - ref) <= g.bound) continue;
+        if (g.wrong++ == 0) {
+          std::ostringstream os;
+          os.precision(6);
+          os << "first wrong " << name << ": head " << heads[idx] << " row " << r << " d " << d
+             << ": " << x << " (reference " << ref << ")";
+          *first = os.str();
+        }
+      }
+    }
+  }
+  g.pass = g.wrong == 0;
+  return g;
+}
+
+}  // namespace
+
+BackwardCheckResult check_attention_backward(const Problem& p, const BackwardReference& exact,
+                                             const BackwardReference& same,
+                                             const std::vector<std::uint16_t>& dq,
+                                             const std::vector<std::uint16_t>& dk,
+                                             const std::vector<std::uint16_t>& dv) {
+  BackwardCheckResult c;
+  std::string first[3];
+  c.dq = check_gradient(p, "dQ", p.seq_q, exact.heads, exact.dq, same.dq, dq, &first[0]);
+  c.dk = check_gradient(p, "dK", p.seq_kv, exact.heads, exact.dk, same.dk, dk, &first[1]);
+  c.dv = check_gradient(p, "dV", p.seq_kv, exact.heads, exact.dv, same.dv, dv, &first[2]);
+  c.pass = c.dq.pass && c.dk.pass && c.dv.pass;
+  std::ostringstream s;
+  s.precision(3);
+  s << std::scientific;
+  const std::pair<const char*, const GradientCheck*> parts[] = {
+      {"dQ", &c.dq}, {"dK", &c.dk}, {"dV", &c.dv}};
+  for (const auto& [name, g] : parts) {
+    s << name << " max err " << g->max_err << " (bound " << g->bound << " = 2*" << g->same_max_err
+      << " + " << g->floor << ")";
+    if (g->nonfinite) s << " " << g->nonfinite << " non-finite (unwritten or NaN)";
+    s << (g->pass ? " ok" : " FAIL") << " | ";
+  }
+  s << "on " << p.name() << " over " << exact.heads.size() << " of " << p.batch_heads()
+    << " heads: " << (c.pass ? "PASS" : "FAIL");
+  if (!c.pass) {
+    std::ostringstream t;
+    t << "triage: wrong elements dQ " << c.dq.wrong << ", dK " << c.dk.wrong << ", dV "
+      << c.dv.wrong;
+    for (const std::string& f : first)
+      if (!f.empty()) t << "; " << f;
+    c.triage = t.str();
     s << "\n  " << c.triage;
   }
   c.summary = s.str();

@@ -338,9 +338,15 @@ int run(const RunnerOptions& opt, Stage& stage, std::string_view emulate_offer, 
   stage.setup(*dev);
   cudaStream_t stream;
   FS_CUDA_CHECK(cudaStreamCreate(&stream));
-  DeviceTensors dt(p, stage.workspace_bytes(p));
-  const HostInputs in = make_inputs(p, opt.seed);
-  dt.upload(in);
+  // A backward stage reads O and LSE from the reference forward, never from a stage under test.
+  const bool backward = stage.kind() == StageKind::backward;
+  DeviceTensors dt(p, stage.workspace_bytes(p), stage.kind());
+  const BackwardInputs in = backward ? make_backward_inputs(p, opt.seed)
+                                     : BackwardInputs{make_inputs(p, opt.seed), {}, {}, {}};
+  if (backward)
+    dt.upload(in);
+  else
+    dt.upload(in.fwd);
   auto launch = [&](cudaStream_t s) { stage.launch(p, dt.args(), s); };
 
   int rc = kExitOk;
@@ -368,12 +374,22 @@ int run(const RunnerOptions& opt, Stage& stage, std::string_view emulate_offer, 
     FS_CUDA_CHECK(cudaStreamSynchronize(stream));
 #endif
     const auto heads = sample_heads(p, opt.check_heads);
-    const Reference exact = reference_attention(in, heads, RefPrecision::exact);
-    const Reference same = reference_attention(in, heads, RefPrecision::same_precision);
-    const CheckResult c = check_attention(p, exact, same, dt.download_o(), dt.download_lse(),
-                                          default_tolerance(p, exact));
-    out << "check    " << c.summary << '\n';
-    if (!c.pass) rc = kExitCheckFailed;
+    if (backward) {
+      const BackwardReference exact = reference_attention_backward(in, heads, RefPrecision::exact);
+      const BackwardReference same =
+          reference_attention_backward(in, heads, RefPrecision::same_precision);
+      const BackwardCheckResult c = check_attention_backward(p, exact, same, dt.download_dq(),
+                                                             dt.download_dk(), dt.download_dv());
+      out << "check    " << c.summary << '\n';
+      if (!c.pass) rc = kExitCheckFailed;
+    } else {
+      const Reference exact = reference_attention(in.fwd, heads, RefPrecision::exact);
+      const Reference same = reference_attention(in.fwd, heads, RefPrecision::same_precision);
+      const CheckResult c = check_attention(p, exact, same, dt.download_o(), dt.download_lse(),
+                                            default_tolerance(p, exact));
+      out << "check    " << c.summary << '\n';
+      if (!c.pass) rc = kExitCheckFailed;
+    }
   } else {
     out << "check    skipped (--check-heads 0)"
         << (kEmulatedBuild ? "; the launch ran to completion on the emulator" : "") << '\n';
@@ -384,10 +400,11 @@ int run(const RunnerOptions& opt, Stage& stage, std::string_view emulate_offer, 
 #else
   L2Flusher flusher(*dev);
   const TimingStats t = summarize(time_launches(launch, stream, flusher, opt.warmup, opt.iters));
-  const double tflops = p.flops() / (t.median_ms * 1e-3) / 1e12;
+  const double tflops = stage_flops(stage, p) / (t.median_ms * 1e-3) / 1e12;
   out << std::fixed << std::setprecision(4) << "time     median " << t.median_ms << " ms  (p10 "
       << t.p10_ms << ", p90 " << t.p90_ms << ", " << t.samples << " launches, L2 flushed)\n";
-  out << std::setprecision(2) << "rate     " << tflops << " TFLOP/s  (FLOPs = 4*B*H*Sq*Skv*D"
+  out << std::setprecision(2) << "rate     " << tflops
+      << " TFLOP/s  (FLOPs = " << (backward ? "2.5*" : "") << "4*B*H*Sq*Skv*D"
       << (p.causal ? " / 2" : "") << ")";
   if (opt.measure_peak) {
     GemmPeak gemm(p.dtype, 8192);

@@ -46,7 +46,7 @@ Support check_runnable(const Stage& s, const Problem& p, const DeviceInfo& dev) 
   if (Support sup = s.supports_problem(p); !sup) return sup;
   if (Support sup = supports_device(s, dev); !sup) return sup;
   if (Support sup = s.supports(p, dev); !sup) return sup;
-  if (std::string why = check_fits_memory(p, s.workspace_bytes(p), free_device_memory());
+  if (std::string why = check_fits_memory(p, s.workspace_bytes(p), free_device_memory(), s.kind());
       !why.empty()) {
     return Support::no(why);
   }

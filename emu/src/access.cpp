@@ -13,6 +13,7 @@ namespace fsemu::access {
 namespace detail {
 Observer g_observers[kMaxObservers] = {};
 int g_count = 0;
+int g_next_handle = 0;
 bool g_instrumented = false;
 bool g_dispatching = false;
 }  // namespace detail
@@ -22,15 +23,18 @@ int attach(Callback fn, void* context) {
     std::fprintf(stderr, "fsemu: more than %d access observers attached\n", kMaxObservers);
     std::abort();
   }
-  detail::g_observers[detail::g_count] = {fn, context};
-  return detail::g_count++;
+  const int handle = detail::g_next_handle++;
+  detail::g_observers[detail::g_count++] = {fn, context, handle};
+  return handle;
 }
 
 void detach(int handle) {
-  // Handles are positions: detaching moves the observers after it down (handles are only held for
-  // a scope, detached in reverse order of attaching).
-  if (handle < 0 || handle >= detail::g_count) return;
-  for (int i = handle; i + 1 < detail::g_count; ++i)
+  // Observers keep the order they were attached in; detaching one moves those after it down.
+  int at = 0;
+  while (at < detail::g_count && detail::g_observers[at].handle != handle)
+    ++at;
+  if (at == detail::g_count) return;
+  for (int i = at; i + 1 < detail::g_count; ++i)
     detail::g_observers[i] = detail::g_observers[i + 1];
   --detail::g_count;
 }

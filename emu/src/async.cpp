@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "fsemu/access.hpp"
 #include "fsemu/events.hpp"
 #include "fsemu/model/tma.hpp"
 #include "lifetime.hpp"
@@ -49,10 +50,101 @@ const char* sync(const MBar& b, std::uint32_t i) {
   return reinterpret_cast<const char*>(&b) + i;
 }
 
+// ---- cp.async destinations in flight ----------------------------------------------------------
+// From its issue until it lands (its issuer's cp.async.wait_group / wait_all covers it, or the
+// mbarrier its cp.async.mbarrier.arrive is tied to is waited on) a cp.async may write its
+// destination at any moment: "No other synchronization mechanism guarantees the completion of the
+// asynchronous copy operations", and "there is no ordering guarantee between two cp.async
+// operations" without such a wait (PTX ISA, cp.async). The emulator lands it at that wait, so an
+// ordinary store into its bytes before then was simply overwritten by the landing and went
+// unseen; on the GPU the copy may land before or after the store. Each destination byte is marked
+// with its issuer (BlockExtra::copy_owner) until the landing; a store (seen through
+// fsemu/access.hpp) or another cp.async into a marked byte is reported with the writer, the bytes
+// and the copy's issue line, as the wgmma operand lock reports its own (lifetime.hpp).
+
+std::string thread_name(int linear) {
+  const ThreadInfo& me = self();
+  const dim3 bd = me.block_dim;
+  const auto l = static_cast<unsigned>(linear);
+  return "thread (" + std::to_string(l % bd.x) + ", " + std::to_string(l / bd.x % bd.y) + ", " +
+         std::to_string(l / (bd.x * bd.y)) + ") = warp " + std::to_string(linear / 32) + " lane " +
+         std::to_string(linear % 32);
+}
+
+// The first byte of shared [addr, addr + bytes) that a cp.async still in flight will write: its
+// message ("" if none).
+std::string in_flight(const BlockExtra& b, std::uint32_t addr, std::uint32_t bytes) {
+  const std::uint32_t end =
+      std::min<std::uint32_t>(addr + bytes, static_cast<std::uint32_t>(b.copy_owner.size()));
+  for (std::uint32_t x = addr; x < end; ++x) {
+    const int owner = b.copy_owner[x];
+    if (owner == 0) continue;
+    const ThreadExtra* t = find_thread_extra(owner - 1);
+    const std::uint8_t* p = shared_window().base + x;
+    const PendingCopy* copy = nullptr;
+    if (t)
+      for (const PendingCopy& c : t->copies)
+        if (p >= c.dst && p < c.dst + c.bytes) copy = &c;
+    return "shared memory " + hex(addr) + ".." + hex(addr + bytes - 1) + ", of which " + hex(x) +
+           " is in the destination of a cp.async" +
+           (copy ? " of " + std::to_string(copy->bytes) + " bytes issued at " +
+                       access::describe_pc(copy->pc)
+                 : std::string()) +
+           " by " + (owner - 1 == self().linear ? "this thread" : thread_name(owner - 1)) +
+           ", still in flight: its issuer has not waited for it (no cp.async.wait_group or "
+           "wait_all of its group, no wait on the mbarrier its arrival is tied to), so on the GPU "
+           "the copy may land after this write and overwrite it (PTX ISA, cp.async: only those "
+           "waits guarantee a copy's completion)";
+  }
+  return {};
+}
+
+// Observer of the kernels' stores (fsemu/access.hpp), attached at the program's first cp.async.
+// Called from hooks the compiler declares nothrow: a fault is recorded (report_fault).
+void on_store(void*, const access::Access& a) {
+  if (!a.write || !in_thread()) return;
+  const BlockExtra* b = find_block_extra();
+  if (!b || b->copies_in_flight == 0) return;
+  const model::SharedWindow& w = shared_window();
+  const auto* p = static_cast<const std::uint8_t*>(a.addr);
+  if (p < w.base || p >= w.base + w.size) return;
+  const auto addr = static_cast<std::uint32_t>(p - w.base);
+  const std::uint32_t end =
+      std::min<std::uint32_t>(addr + a.size, static_cast<std::uint32_t>(b->copy_owner.size()));
+  bool marked = false;
+  for (std::uint32_t x = addr; x < end; ++x)
+    marked |= b->copy_owner[x] != 0;
+  if (!marked) return;
+  const std::string c = in_flight(*b, addr, a.size);
+  if (!c.empty())
+    report_fault(std::string(a.atomic ? "an atomic update" : "a store") + " of " +
+                 std::to_string(a.size) + " bytes at " + access::describe_pc(a.pc) + " writes " +
+                 c);
+}
+
+void mark_in_flight(const PendingCopy& c) {
+  BlockExtra& b = block_extra();
+  const model::SharedWindow& w = shared_window();
+  if (b.copy_owner.size() < w.size) b.copy_owner.resize(w.size, 0);
+  const auto a = static_cast<std::uint32_t>(c.dst - w.base);
+  std::fill(b.copy_owner.begin() + a, b.copy_owner.begin() + a + c.bytes,
+            static_cast<std::uint16_t>(c.issuer + 1));
+  ++b.copies_in_flight;
+  static const int observer = access::attach(on_store, nullptr);  // for the program
+  (void)observer;
+}
+
 void land(const PendingCopy& c) {
-  const sanitize::Visible copy;  // the copy's accesses, as the thread that lands it
-  std::memcpy(c.dst, c.src, c.src_bytes);
-  std::memset(c.dst + c.src_bytes, 0, c.bytes - c.src_bytes);
+  {
+    const sanitize::Visible copy;  // the copy's accesses, as the thread that lands it
+    std::memcpy(c.dst, c.src, c.src_bytes);
+    std::memset(c.dst + c.src_bytes, 0, c.bytes - c.src_bytes);
+  }
+  BlockExtra& b = block_extra();
+  const auto a = static_cast<std::size_t>(c.dst - shared_window().base);
+  for (std::size_t x = a; x < a + c.bytes && x < b.copy_owner.size(); ++x)
+    if (b.copy_owner[x] == c.issuer + 1) b.copy_owner[x] = 0;
+  --b.copies_in_flight;
 }
 
 // Lands cp.async copies of `t` with id <= upto (all when upto is 0).
@@ -207,15 +299,20 @@ void cp_async(void* dst, const void* src, std::size_t bytes, std::size_t src_byt
   // It may write its destination at any time from now until its wait.
   lifetime::check_shared_write(a, static_cast<std::uint32_t>(bytes), "a cp.async",
                                __builtin_return_address(0));
+  if (const std::string c = in_flight(block_extra(), a, static_cast<std::uint32_t>(bytes));
+      !c.empty())
+    fault("a cp.async issued at " + access::describe_pc(__builtin_return_address(0)) + " writes " +
+          c);
   ThreadExtra& t = thread_extra();
   auto* d = static_cast<std::uint8_t*>(dst);
   {
     const sanitize::Visible copy;    // the copy may write its destination from now on
     std::memset(d, kPoison, bytes);  // until it lands
   }
-  t.copies.push_back(PendingCopy{t.next_copy++, d, static_cast<const std::uint8_t*>(src),
-                                 static_cast<std::uint32_t>(bytes),
-                                 static_cast<std::uint32_t>(src_bytes), -1});
+  t.copies.push_back(PendingCopy{
+      t.next_copy++, d, static_cast<const std::uint8_t*>(src), static_cast<std::uint32_t>(bytes),
+      static_cast<std::uint32_t>(src_bytes), -1, __builtin_return_address(0), self().linear});
+  mark_in_flight(t.copies.back());
 }
 
 void commit_group() {

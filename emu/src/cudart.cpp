@@ -16,6 +16,7 @@
 
 #include "fsemu/launch.hpp"
 #include "fsemu/model/tma.hpp"
+#include "global_races.hpp"
 #include "profile.hpp"
 #include "registers.hpp"
 
@@ -69,7 +70,9 @@ cudaError_t launch(const void* kernel, dim3 grid, dim3 block, std::size_t smem, 
   c.run_block = profile::run_block;  // every block, or the profile's sample
   g_kernel = kernel;
   profile::launch_begin(kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem);
+  global_races::launch_begin(grid.x, grid.y, grid.z);
   g_failure = run_grid(c, body);
+  global_races::launch_end();
   profile::launch_end(g_failure.empty());
   g_kernel = nullptr;
   if (!g_failure.empty()) return set(cudaErrorLaunchFailure);
@@ -178,6 +181,7 @@ cudaError_t cudaMalloc(void** p, std::size_t bytes) {
   std::memset(q, 0xFF, bytes);
   g_allocations[q] = bytes;
   fsemu::profile::note_allocation(q, bytes);
+  fsemu::global_races::note_allocation(q, bytes);
   g_allocated += bytes;
   *p = q;
   return cudaSuccess;
@@ -189,6 +193,7 @@ cudaError_t cudaFree(void* p) {
   g_allocated -= it->second;
   g_allocations.erase(it);
   fsemu::profile::note_free(p);
+  fsemu::global_races::note_free(p);
   std::free(p);
   return cudaSuccess;
 }

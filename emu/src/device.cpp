@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "fsemu/access.hpp"
 #include "fsemu/async.hpp"
 #include "fsemu/device.hpp"
 #include "fsemu/model/tensor_core.hpp"
@@ -15,6 +16,7 @@
 #include "lifetime.hpp"
 #include "profile.hpp"
 #include "registers.hpp"
+#include "sanitize.hpp"
 #include "state.hpp"
 
 namespace fsemu {
@@ -115,6 +117,77 @@ long long clock_cycles() {
   // here — a wait that cannot end is a deadlock the scheduler reports.
   static long long t = 0;
   return ++t;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Atomic adds (atomicAdd: atom.add / red.add). The emulator's threads run one at a time, so the
+// read-modify-write is atomic by construction; it is made with the compiler's atomics all the
+// same, which is what the TSan build needs to see: atomics do not race with each other, and a
+// plain access racing one is reported. The ordinary build hands it to the access observers as
+// one atomic access at the kernel's line (the shim's atomicAdd is always inlined): the profiler
+// counts it, the check of races between blocks (global_races.hpp) judges it.
+namespace {
+
+bool in_shared_window(const void* p) {
+  const model::SharedWindow& w = shared_window();
+  const auto* b = static_cast<const std::uint8_t*>(p);
+  return b >= w.base && b < w.base + w.size;
+}
+
+float flush_subnormal(float x) {
+  return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x;
+}
+
+template <class T, class Op>
+T atomic_rmw(T* p, [[maybe_unused]] const void* pc, Op&& op) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atom operates on 32- or 64-bit words here");
+  if (reinterpret_cast<std::uintptr_t>(p) % sizeof(T) != 0)
+    fault("atomicAdd of " + std::to_string(sizeof(T)) + " bytes at " +
+          hex(reinterpret_cast<std::uintptr_t>(p)) + ": the address is not " +
+          std::to_string(sizeof(T)) + "-byte aligned (misaligned address on the GPU)");
+#if !defined(FSEMU_TSAN)
+  if (access::detail::g_count)
+    access::detail::dispatch(p, static_cast<std::uint32_t>(sizeof(T)), true, true, pc);
+#endif
+  using Word = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  Word* w = reinterpret_cast<Word*>(p);
+  Word old = __atomic_load_n(w, __ATOMIC_RELAXED);
+  for (;;) {
+    T before;
+    std::memcpy(&before, &old, sizeof before);
+    const T after = op(before);
+    Word bits;
+    std::memcpy(&bits, &after, sizeof bits);
+    if (__atomic_compare_exchange_n(w, &old, bits, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+      return before;
+  }
+}
+
+}  // namespace
+
+float atomic_add(float* p, float v) {
+  // PTX ISA, atom: .add.f32 rounds to nearest even; on global memory the current implementation
+  // flushes subnormal inputs and results to sign-preserving zero, on shared memory it does not.
+  const bool global = !in_shared_window(p);
+  return atomic_rmw(p, __builtin_return_address(0), [global, v](float old) {
+    return global ? flush_subnormal(flush_subnormal(old) + flush_subnormal(v)) : old + v;
+  });
+}
+double atomic_add(double* p, double v) {
+  return atomic_rmw(p, __builtin_return_address(0), [v](double old) { return old + v; });
+}
+int atomic_add(int* p, int v) {
+  // Two's-complement wrap-around, as the hardware's (no signed overflow in the host's C++).
+  return atomic_rmw(p, __builtin_return_address(0), [v](int old) {
+    return static_cast<int>(static_cast<unsigned>(old) + static_cast<unsigned>(v));
+  });
+}
+unsigned atomic_add(unsigned* p, unsigned v) {
+  return atomic_rmw(p, __builtin_return_address(0), [v](unsigned old) { return old + v; });
+}
+unsigned long long atomic_add(unsigned long long* p, unsigned long long v) {
+  return atomic_rmw(p, __builtin_return_address(0),
+                    [v](unsigned long long old) { return old + v; });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -70,6 +70,9 @@ enum C : int {
   kCpWavefronts,  // the shared-memory writes of cp.async (LDGSTS)
   kCpIdeal,
   kCpSectors,  // global sectors cp.async reads
+  kGlAtom,     // atomics on global memory (atom/red: ATOM, RED), per warp
+  kGlAtomSectors,
+  kShAtom,  // atomics on shared memory (ATOMS)
   kTmaLoad,
   kTmaLoadBytes,
   kTmaStore,
@@ -155,7 +158,7 @@ std::uint64_t sectors(const std::uint64_t* addr, const std::uint8_t* size, std::
 // warp last converged belongs to the same warp instruction as every other lane's k-th event at
 // that site. A group is counted once every lane of the warp joined it, or at the next
 // convergence (a barrier or warp-collective all lanes reached) with the lanes that did.
-enum class Kind : std::uint8_t { sh_ld, sh_st, gl_ld, gl_st, cp_async, sync };
+enum class Kind : std::uint8_t { sh_ld, sh_st, gl_ld, gl_st, cp_async, sync, sh_atom, gl_atom };
 struct Group {
   std::uint32_t mask = 0;
   Kind kind{};
@@ -226,6 +229,13 @@ void count_group(const Group& g) {
     }
     case Kind::sync:
       ++g_c[kBarSync + g.sync];
+      break;
+    case Kind::sh_atom:
+      ++g_c[kShAtom];
+      break;
+    case Kind::gl_atom:
+      ++g_c[kGlAtom];
+      g_c[kGlAtomSectors] += sectors(g.gaddr, g.size, g.mask);
       break;
   }
 }
@@ -510,7 +520,7 @@ void enable(const Options& options) {
   if (!g_on) {  // every ordinary load and store of the kernels (fsemu/access.hpp)
     fsemu::access::attach(
         [](void*, const fsemu::access::Access& a) {
-          if (in_thread()) access(a.pc, a.addr, a.size, a.write);
+          if (in_thread()) access(a.pc, a.addr, a.size, a.write, a.atomic);
         },
         nullptr);
     events::subscribe(&g_events);  // the scheduler's blocks, barriers and convergences
@@ -633,11 +643,20 @@ void tma(bool store, std::uint32_t bytes) {
   g_c[store ? kTmaStoreBytes : kTmaLoadBytes] += bytes;
 }
 
-void access(const void* site, const void* addr, std::size_t size, bool store) {
+void access(const void* site, const void* addr, std::size_t size, bool store, bool atomic) {
   if (!g_on || size == 0) return;
   const model::SharedWindow& win = shared_window();
   const auto* p = static_cast<const std::uint8_t*>(addr);
   const bool window = p >= win.base && p < win.base + win.size;
+  if (atomic) {  // one instruction each, never merged with its neighbours
+    const bool shared = window || in(static_shared(), addr);
+    if (!shared && !in(g_allocations, addr)) return;
+    event(site, shared ? Kind::sh_atom : Kind::gl_atom, [&](Group& g, int l) {
+      g.size[l] = static_cast<std::uint8_t>(size);
+      g.gaddr[l] = reinterpret_cast<std::uintptr_t>(addr);
+    });
+    return;
+  }
   if (window || in(static_shared(), addr)) {
     const auto a = window ? static_cast<std::uint32_t>(p - win.base)
                           : static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(p));
@@ -735,6 +754,16 @@ void launch_end(bool ok) {
       add(std::string("inst.global.st.") + kWidthNames[i], "", u(g_c[kGlSt1 + i]),
           std::string("global stores of ") + kWidthNames[i] + " bits per lane");
   }
+  // Atomics (atomicAdd): one warp instruction per site and occurrence, as the accesses above;
+  // whether the GPU issues RED (result unused) or ATOM is the compiler's choice: counted together.
+  if (g_c[kGlAtom]) {
+    add("inst.global.atom", "", u(g_c[kGlAtom]),
+        "atomics on global memory (RED or ATOM), per warp");
+    add("global.atom.sectors", "", u(g_c[kGlAtomSectors]),
+        "sectors the global atomics touch (not in global.bytes)");
+  }
+  if (g_c[kShAtom])
+    add("inst.shared.atom", "", u(g_c[kShAtom]), "atomics on shared memory (ATOMS), per warp");
   add("inst.cp_async", "smsp__inst_executed_op_ldgsts.sum", u(cp), "cp.async (LDGSTS), per warp");
   for (int i = 0; i < 3; ++i)
     if (g_c[kCp4 + i])

@@ -43,8 +43,9 @@ enum class Sync { bar_sync, bar_named_sync, bar_arrive, mbarrier_wait, mbarrier_
 void sync(const void* site, Sync kind);
 // TMA: issued by one thread; bytes moved by the box.
 void tma(bool store, std::uint32_t bytes);
-/// An ordinary load or store by the calling thread (the access hooks' observer).
-void access(const void* site, const void* addr, std::size_t size, bool store);
+/// An ordinary load or store, or an atomic (atom/red: counted apart), by the calling thread (the
+/// access hooks' observer).
+void access(const void* site, const void* addr, std::size_t size, bool store, bool atomic);
 
 /// The rule every shared-memory count uses (emu/README.md, Counting): the wavefronts a warp-wide
 /// access of `width` bytes per lane needs (lane l at addr[l], size[l] bytes, lanes in mask), and

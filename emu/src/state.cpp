@@ -63,6 +63,12 @@ ThreadExtra* find_thread_extra() {
   return i < threads.size() ? threads[i].get() : nullptr;
 }
 
+ThreadExtra* find_thread_extra(int linear) {
+  const std::vector<std::unique_ptr<ThreadExtra>>& threads = g_state.threads;
+  const auto i = static_cast<std::size_t>(linear);
+  return linear >= 0 && i < threads.size() ? threads[i].get() : nullptr;
+}
+
 BlockExtra* find_block_extra() {
   return g_state.block.get();
 }

@@ -19,7 +19,9 @@ struct PendingCopy {  // one cp.async, not landed yet
   std::uint8_t* dst;
   const std::uint8_t* src;
   std::uint32_t bytes, src_bytes;
-  int group;  // the cp.async group it belongs to; -1 while the group is open
+  int group;       // the cp.async group it belongs to; -1 while the group is open
+  const void* pc;  // where the kernel issued it
+  int issuer;      // the issuing thread's linear index in the block
 };
 
 struct TmaTile {  // one TMA tile copy: the map, the box's coordinates, its shared-memory end
@@ -77,6 +79,10 @@ struct BlockExtra {
   // The shared memory as the async proxy last saw it (at the last fence.proxy.async, plus what
   // TMA wrote since): an async-proxy read of bytes that differ was not ordered by a fence.
   std::vector<std::uint8_t> async_view;
+  // Per byte of the window: 1 + the linear index of the thread whose cp.async into it is in flight
+  // (issued, not landed), 0 for none; sized at the block's first cp.async.
+  std::vector<std::uint16_t> copy_owner;
+  std::uint32_t copies_in_flight = 0;
   std::vector<int> maxnreg;   // per warpgroup: its register count (0: the launch's, not set yet)
   std::int64_t reg_pool = 0;  // the block's pool of registers released by setmaxnreg.dec
 };
@@ -86,6 +92,8 @@ ThreadExtra& thread_extra();
 BlockExtra& block_extra();
 /// The same, or null where none was created (the running thread's: null outside a thread).
 ThreadExtra* find_thread_extra();
+/// Thread `linear` of the running block's state, or null where none was created.
+ThreadExtra* find_thread_extra(int linear);
 BlockExtra* find_block_extra();
 
 }  // namespace fsemu

@@ -36,3 +36,11 @@ flashsteps_fault(04_shuffle_mask STAGE 04_cp_async
   FROM [=[      tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 1));]=]
   TO   [=[      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFu, tile_max, 1));]=]
   EXPECT "the member mask 0xffff does not include the calling lane" TESTS "a non-default softmax scale")
+
+flashsteps_fault(04_store_over_copy_in_flight STAGE 04_cp_async
+  BREAKS "the zero fill runs for every piece, not only past the last row: it stores into bytes its cp.async still has in flight"
+  FROM [=[    } else {
+      *reinterpret_cast<uint4*>(piece) = make_uint4(0u, 0u, 0u, 0u);]=]
+  TO   [=[    } {  // (planted fault: no else: the zero fill also covers the pieces just copied)
+      *reinterpret_cast<uint4*>(piece) = make_uint4(0u, 0u, 0u, 0u);]=]
+  EXPECT "a store of [0-9]+ bytes at .*fused_attention_kernel.* writes shared memory .* is in the destination of a cp.async of 16 bytes issued at .*by this thread, still in flight" TESTS "a non-default softmax scale")

@@ -126,3 +126,18 @@ TEST_CASE("dtype names") {
   CHECK_FALSE(parse_dtype("fp32"));
   CHECK(to_string(DType::bf16) == "bf16");
 }
+
+TEST_CASE("the backward counts 2.5 times the forward's FLOPs and moves dO, dQ, dK, dV too") {
+  Problem p;
+  p.batch = 2;
+  p.heads = 3;
+  p.seq_q = 17;
+  p.seq_kv = 129;
+  p.causal = true;
+  CHECK(p.flops(StageKind::backward) == 2.5 * p.flops());
+  CHECK(p.min_dram_bytes(StageKind::backward) ==
+        2 * (4 * 6 * 17 * 64 + 4 * 6 * 129 * 64) + 4 * 6 * 17);
+  const std::int64_t need = p.min_dram_bytes(StageKind::backward) + 1000;
+  CHECK(check_fits_memory(p, 1000, need, StageKind::backward).empty());
+  CHECK_FALSE(check_fits_memory(p, 1000, need - 1, StageKind::backward).empty());
+}

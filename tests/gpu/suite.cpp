@@ -1,7 +1,10 @@
 // tests/gpu/suite.cpp — the GPU suite every stage runs (CONTRIBUTING.md, "The correctness rule"):
 // ragged tails, Sq != Skv both ways, causal with fully masked rows, each supported head dim,
 // both dtypes, a grid that fills the GPU, poisoned outputs, bitwise determinism, and refusals
-// that name the limit. Each check draws fresh random inputs.
+// that name the limit. Each check draws fresh random inputs. The stage's kind picks what a check
+// runs and compares: a forward stage's O and LSE against reference_attention(), a backward
+// stage's dQ, dK and dV against reference_attention_backward(), its O and LSE made by the
+// reference forward (make_backward_inputs()), never by a stage under test.
 #include "flashsteps_catch.hpp"
 
 #include <cstring>
@@ -22,22 +25,61 @@ std::uint64_t fresh_seed() {
   return ++seed;
 }
 
+bool backward() {
+  return stage().kind() == StageKind::backward;
+}
+
+// The inputs of the stage's kind: Q, K, V (in.fwd), and for a backward stage O, LSE and dO.
+BackwardInputs make_stage_inputs(const Problem& p, std::uint64_t seed) {
+  if (backward()) return make_backward_inputs(p, seed);
+  return {make_inputs(p, seed), {}, {}, {}};
+}
+
+// The outputs of the stage's kind (the others stay empty).
 struct Outputs {
   std::vector<std::uint16_t> o;
   std::vector<float> lse;
+  std::vector<std::uint16_t> dq, dk, dv;
 };
 
 // Poison, launch once on a stream, copy back.
-Outputs run_once(const Problem& p, const HostInputs& in) {
+Outputs run_once(const Problem& p, const BackwardInputs& in) {
   cudaStream_t stream;
   FS_CUDA_CHECK(cudaStreamCreate(&stream));
-  DeviceTensors dt(p, stage().workspace_bytes(p));
-  dt.upload(in);
+  DeviceTensors dt(p, stage().workspace_bytes(p), stage().kind());
+  if (backward())
+    dt.upload(in);
+  else
+    dt.upload(in.fwd);
   dt.poison(stream);
   stage().launch(p, dt.args(), stream);
   FS_CUDA_CHECK(cudaStreamSynchronize(stream));
   FS_CUDA_CHECK(cudaStreamDestroy(stream));
-  return {dt.download_o(), dt.download_lse()};
+  if (backward()) return {{}, {}, dt.download_dq(), dt.download_dk(), dt.download_dv()};
+  return {dt.download_o(), dt.download_lse(), {}, {}, {}};
+}
+
+struct Verdict {
+  bool pass;
+  std::string summary;
+};
+
+// The outputs against both references of the stage's kind, on `max_heads` sampled heads.
+Verdict check_outputs(const Problem& p, const BackwardInputs& in, const Outputs& out,
+                      std::int64_t max_heads) {
+  const auto heads = sample_heads(p, max_heads);
+  if (backward()) {
+    const BackwardReference exact = reference_attention_backward(in, heads, RefPrecision::exact);
+    const BackwardReference same =
+        reference_attention_backward(in, heads, RefPrecision::same_precision);
+    const BackwardCheckResult c = check_attention_backward(p, exact, same, out.dq, out.dk, out.dv);
+    return {c.pass, c.summary};
+  }
+  const Reference exact = reference_attention(in.fwd, heads, RefPrecision::exact);
+  const Reference same = reference_attention(in.fwd, heads, RefPrecision::same_precision);
+  const CheckResult c =
+      check_attention(p, exact, same, out.o, out.lse, default_tolerance(p, exact));
+  return {c.pass, c.summary};
 }
 
 // Runs `p` if the stage supports it and checks it against both references. Returns false when
@@ -49,16 +91,18 @@ bool check_problem(const Problem& p, std::int64_t max_heads = 4) {
     CHECK_FALSE(sup.reason.empty());
     return false;
   }
-  const HostInputs in = make_inputs(p, fresh_seed());
-  const Outputs out = run_once(p, in);
-  const auto heads = sample_heads(p, max_heads);
-  const Reference exact = reference_attention(in, heads, RefPrecision::exact);
-  const Reference same = reference_attention(in, heads, RefPrecision::same_precision);
-  const CheckResult c =
-      check_attention(p, exact, same, out.o, out.lse, default_tolerance(p, exact));
-  INFO(c.summary);
-  CHECK(c.pass);
+  const BackwardInputs in = make_stage_inputs(p, fresh_seed());
+  const Verdict v = check_outputs(p, in, run_once(p, in), max_heads);
+  INFO(v.summary);
+  CHECK(v.pass);
   return true;
+}
+
+// Whether two runs' outputs are bitwise the same.
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 Problem make(std::int64_t sq, std::int64_t skv, std::int64_t d, DType t, bool causal,
@@ -146,10 +190,13 @@ TEST_CASE("same inputs twice give bitwise the same output") {
   for (bool causal : {false, true}) {
     const Problem p = make(333, 517, 64, DType::fp16, causal, 2, 3);
     if (!check_runnable(stage(), p, device())) continue;
-    const HostInputs in = make_inputs(p, fresh_seed());
+    const BackwardInputs in = make_stage_inputs(p, fresh_seed());
     const Outputs a = run_once(p, in), b = run_once(p, in);
-    CHECK(std::memcmp(a.o.data(), b.o.data(), a.o.size() * sizeof(a.o[0])) == 0);
-    CHECK(std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(a.lse[0])) == 0);
+    CHECK(same_bits(a.o, b.o));
+    CHECK(same_bits(a.lse, b.lse));
+    CHECK(same_bits(a.dq, b.dq));
+    CHECK(same_bits(a.dk, b.dk));
+    CHECK(same_bits(a.dv, b.dv));
   }
 }
 
@@ -157,13 +204,18 @@ TEST_CASE("the check catches an unwritten output element") {
   // Guards the suite itself: a poisoned element that a stage leaves unwritten must fail.
   const Problem p = make(64, 64, 64, DType::fp16, false);
   REQUIRE(check_runnable(stage(), p, device()).ok);
-  const HostInputs in = make_inputs(p, fresh_seed());
+  const BackwardInputs in = make_stage_inputs(p, fresh_seed());
   Outputs out = run_once(p, in);
-  out.o[7] = 0xFFFF;  // what the poison leaves behind
-  const auto heads = sample_heads(p, 2);
-  const Reference exact = reference_attention(in, heads, RefPrecision::exact);
-  const Reference same = reference_attention(in, heads, RefPrecision::same_precision);
-  CHECK_FALSE(check_attention(p, exact, same, out.o, out.lse, default_tolerance(p, exact)).pass);
+  REQUIRE(check_outputs(p, in, out, 2).pass);
+  // What the poison leaves behind, in the first output of the stage's kind, then in each of a
+  // backward stage's gradients.
+  for (std::vector<std::uint16_t>* x : {&out.o, &out.dq, &out.dk, &out.dv}) {
+    if (x->empty()) continue;
+    const std::uint16_t kept = (*x)[7];
+    (*x)[7] = 0xFFFF;
+    CHECK_FALSE(check_outputs(p, in, out, 2).pass);
+    (*x)[7] = kept;
+  }
 }
 
 }  // namespace flashsteps::test

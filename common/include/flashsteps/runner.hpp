@@ -6,6 +6,9 @@
 //
 // prints the GPU, the shape, the check against the CPU reference, the latency with the L2
 // flushed, TFLOP/s and % of a tensor-core peak measured on this GPU, and each kernel's resources.
+// A backward stage (Stage::kind()) is run on O and LSE from the reference forward and a random
+// dO, and its dQ, dK and dV are checked against reference_attention_backward(); its TFLOP/s count
+// the backward's FLOPs (Problem::flops(StageKind::backward)).
 //
 // --emulate runs the same check with the stage's own kernels on the CPU emulator (emu/): the
 // runner execs its sibling stages/emulated/stageNN, the same runner sources built with

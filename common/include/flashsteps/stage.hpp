@@ -19,8 +19,10 @@
 
 namespace flashsteps {
 
-/// Device pointers of one attention call. Q, K, V, O are in the problem's dtype (raw 16-bit
-/// storage), LSE is fp32. `workspace` has at least Stage::workspace_bytes() bytes.
+/// Device pointers of one attention call. Q, K, V, O, dO, dQ, dK, dV are in the problem's dtype
+/// (raw 16-bit storage), LSE is fp32. `workspace` has at least Stage::workspace_bytes() bytes.
+/// A forward stage reads Q, K, V and writes O and LSE; the gradients are null. A backward stage
+/// (Stage::kind()) reads Q, K, V, the forward's O and LSE and dO, and writes dQ, dK and dV.
 struct AttentionArgs {
   const void* q = nullptr;  // [B,H,Sq,D]
   const void* k = nullptr;  // [B,H,Skv,D]
@@ -28,6 +30,10 @@ struct AttentionArgs {
   void* o = nullptr;        // [B,H,Sq,D]
   float* lse = nullptr;     // [B,H,Sq]
   void* workspace = nullptr;
+  const void* dout = nullptr;  // [B,H,Sq,D]  dO = dLoss/dO, backward only
+  void* dq = nullptr;          // [B,H,Sq,D]  backward only
+  void* dk = nullptr;          // [B,H,Skv,D] backward only
+  void* dv = nullptr;          // [B,H,Skv,D] backward only
 };
 
 /// Whether a stage can run a problem on a device; `reason` names the limit when it cannot.
@@ -64,6 +70,9 @@ class Stage {
   virtual std::string_view name() const = 0;
   /// The book chapter's title.
   virtual std::string_view title() const = 0;
+  /// Forward or backward: its manifest's KIND, which a backward launcher returns as
+  /// FLASHSTEPS_STAGE_KIND (the build defines it from the manifest, as it does the name).
+  virtual StageKind kind() const { return StageKind::forward; }
   /// Minimum compute capability as major*10+minor (80 = sm_80).
   virtual int min_compute_capability() const { return 80; }
   /// The GPUs the stage runs on, in the words of a refusal: "sm_80 or newer" by default; a stage
@@ -108,6 +117,11 @@ Support supports_device(const Stage& s, const DeviceInfo& dev);
 Support fits_shared_memory(std::int64_t bytes, const std::string& what, const DeviceInfo& dev);
 /// Refuses a grid of more than `max_blocks` blocks; `count` says how the number was made.
 Support fits_grid(std::int64_t blocks, std::int64_t max_blocks, const std::string& count);
+
+/// FlashAttention's FLOP count of the stage's pass on `p` (Problem::flops of its kind).
+inline double stage_flops(const Stage& s, const Problem& p) {
+  return p.flops(s.kind());
+}
 
 /// Throws std::invalid_argument naming the stage unless Q, K, V and O are `bytes`-aligned (kernels
 /// that move 16-byte pieces, cp.async and TMA need it; cudaMalloc gives 256 bytes, but a view into

@@ -33,8 +33,9 @@ struct Access {
 };
 using Callback = void (*)(void* context, const Access& access);
 
-/// Attaches an observer (at most kMaxObservers at once); returns its handle for detach().
-inline constexpr int kMaxObservers = 4;
+/// Attaches an observer (at most kMaxObservers at once); returns its handle for detach(), which
+/// stays valid whatever is attached or detached in between.
+inline constexpr int kMaxObservers = 6;
 int attach(Callback fn, void* context);
 void detach(int handle);
 
@@ -56,6 +57,7 @@ namespace detail {
 struct Observer {
   Callback fn;
   void* context;
+  int handle;
 };
 extern Observer g_observers[kMaxObservers];
 extern int g_count;  // observers attached: the hooks' only test on the fast path

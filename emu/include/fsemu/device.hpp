@@ -34,6 +34,16 @@ std::uint32_t vote(VoteMode mode, std::uint32_t mask, bool predicate);
 void syncwarp(std::uint32_t mask);
 long long clock_cycles();
 
+/// atom.add / red.add on global or shared memory (atomicAdd): returns the old value. Each is one
+/// atomic read-modify-write of the access observers (fsemu/access.hpp) at the kernel's line, and
+/// an atomic operation for ThreadSanitizer in the TSan build. fp32 on global memory flushes
+/// subnormal inputs and results to zero, on shared memory it keeps them (PTX ISA, atom).
+float atomic_add(float* address, float value);
+double atomic_add(double* address, double value);
+int atomic_add(int* address, int value);
+unsigned atomic_add(unsigned* address, unsigned value);
+unsigned long long atomic_add(unsigned long long* address, unsigned long long value);
+
 template <class T>
 T shuffle_as(ShuffleMode mode, std::uint32_t mask, T value, int operand, int width) {
   static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8,
@@ -79,6 +89,17 @@ inline int __any_sync(unsigned mask, int p) {
 inline int __all_sync(unsigned mask, int p) {
   return ::fsemu::vote(::fsemu::VoteMode::all, mask, p != 0) != 0;
 }
+// atomicAdd: always inlined, so that the emulator's return address is the kernel's line.
+#define FSEMU_ATOMIC_ADD(T)                                                \
+  __attribute__((always_inline)) inline T atomicAdd(T* address, T value) { \
+    return ::fsemu::atomic_add(address, value);                            \
+  }
+FSEMU_ATOMIC_ADD(float)
+FSEMU_ATOMIC_ADD(double)
+FSEMU_ATOMIC_ADD(int)
+FSEMU_ATOMIC_ADD(unsigned)
+FSEMU_ATOMIC_ADD(unsigned long long)
+#undef FSEMU_ATOMIC_ADD
 [[noreturn]] inline void __trap() {
   ::fsemu::fault("__trap() (the kernel trapped)");
 }

@@ -6,6 +6,10 @@
 //   synced      the same with __syncthreads() between: no report (the barrier orders them)
 //   shared-oob  a thread reads one float past the block's dynamic shared memory: ASan
 //   global-oob  a thread reads one float past a cudaMalloc'd buffer: ASan
+//   atomic-race warp 0 adds into a shared float with atomicAdd while warp 1 reads it with a plain
+//               load, no barrier between: TSan (a plain access racing an atomic)
+//   atomics     both warps add into it with atomicAdd, then a barrier: no report (atomics do not
+//               race with each other)
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -36,6 +40,17 @@ __global__ void global_past_end(const float* in, float* out, int shift) {
   out[threadIdx.x] = in[threadIdx.x + shift];  // shift 1: the last thread reads past the end
 }
 
+// plain_read: warp 1 reads the sum with a plain load instead of adding to it.
+__global__ void shared_sum(float* out, bool plain_read) {
+  FS_DYNAMIC_SHARED(__align__(128) float, sum);
+  if (threadIdx.x == 0) sum[0] = 0.0f;
+  __syncthreads();
+  if (threadIdx.x < kWarp || !plain_read) atomicAdd(sum, 1.0f);               // warp 0 (both warps)
+  if (threadIdx.x >= kWarp && plain_read) out[threadIdx.x - kWarp] = sum[0];  // warp 1 reads
+  __syncthreads();
+  if (threadIdx.x == 0) out[0] = sum[0];
+}
+
 int check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return 0;
   std::fprintf(stderr, "planted: %s: %s\n", what, cudaGetErrorString(e));
@@ -62,8 +77,12 @@ int main(int argc, char** argv) {
                                   out, 1);
   else if (std::strcmp(which, "global-oob") == 0)
     e = flashsteps::launch_kernel(global_past_end, dim3(1), dim3(n), 0, nullptr, in, out, 1);
+  else if (std::strcmp(which, "atomic-race") == 0 || std::strcmp(which, "atomics") == 0)
+    e = flashsteps::launch_kernel(shared_sum, dim3(1), dim3(2 * kWarp), sizeof(float), nullptr, out,
+                                  std::strcmp(which, "atomic-race") == 0);
   else
-    std::fprintf(stderr, "usage: %s race|synced|shared-oob|global-oob\n", argv[0]);
+    std::fprintf(stderr, "usage: %s race|synced|shared-oob|global-oob|atomic-race|atomics\n",
+                 argv[0]);
   if (check(e, which)) return 1;
   std::vector<float> host(n);
   cudaMemcpy(host.data(), out, n * sizeof(float), cudaMemcpyDeviceToHost);
