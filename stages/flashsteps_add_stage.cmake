@@ -267,8 +267,10 @@ function(flashsteps_add_stage name)
     file(GLOB_RECURSE headers CONFIGURE_DEPENDS "${root}/common/include/*.cuh"
          "${root}/common/include/*.hpp" "${ARG_DIR}/*.cuh")
     set(hashes "${CMAKE_BINARY_DIR}/ptx/${name}.tsv")
-    add_custom_command(OUTPUT "${hashes}"
-      COMMAND "${root}/tests/ptx-manifest.sh" --root "${root}" -o "${hashes}" "${source}"
+    # And the stage's sm_90a cubin from the same PTX, which CTest emu.sass.trips disassembles.
+    add_custom_command(OUTPUT "${hashes}" "${CMAKE_BINARY_DIR}/ptx/${name}.cubin"
+      COMMAND "${root}/tests/ptx-manifest.sh" --root "${root}" -o "${hashes}"
+              --cubin "${CMAKE_BINARY_DIR}/ptx/${name}.cubin" "${source}"
       DEPENDS "${ARG_DIR}/kernels.cu" ${headers} "${root}/tests/ptx-manifest.sh"
       COMMENT "PTX hashes of ${name}'s kernels (sm_90a)"
       VERBATIM)
