@@ -2,7 +2,8 @@
 # tests/ptx-manifest.sh — per-kernel hashes of the PTX a stage's kernels.cu compiles to, so a CPU
 # build can tell whether a stage's kernels are the ones a committed GPU run measured.
 #
-#   tests/ptx-manifest.sh [--rev REV] [--arch ARCH] [--root DIR] [-o FILE] [--cubin FILE] SOURCE...
+#   tests/ptx-manifest.sh [--rev REV] [--arch ARCH] [--root DIR] [-o FILE] [--cubin FILE]
+#                         SOURCE...
 #   tests/ptx-manifest.sh --measured MANIFEST -o FILE
 #
 # SOURCE: paths relative to the repository root (stages/04_cp_async/kernels.cu). --rev: take the
@@ -91,8 +92,8 @@ for src in "${sources[@]}"; do
   if [[ -n "$cubin" ]]; then
     # nvcc --cubin's own ptxas step (nvcc -dryrun shows it), written whole or not at all.
     "$(dirname "$nvcc")/ptxas" -arch="$arch" -m64 --generate-line-info "$work/raw.ptx" \
-      -o "$work/out.cubin"
-    mv "$work/out.cubin" "$cubin"
+      -o "$cubin.tmp"
+    mv "$cubin.tmp" "$cubin"
   fi
   grep -v -E '^\s*\.(loc|file)\b|^\s*//' "$work/raw.ptx" |
     awk '/^[ \t]*\.section[ \t]+\.debug_str/ { skip = 1; print "" } !skip { print } skip && /^[ \t]*}/ { skip = 0 }' |
