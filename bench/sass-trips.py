@@ -15,6 +15,7 @@ the emulator), says how often each loop runs at the profile's shape and how many
 
     bench/sass-trips.py check --build build/cpu --run book/data/<gpu>/<run> [--out FILE] [--stage S]
                               [--expect FILE]    # also fail unless the comparison is FILE's
+                              [--cubins DIR]     # <DIR>/<stage>.cubin instead of compiling
     bench/sass-trips.py markdown FILE         # the book's table (book/generate.cmake)
 
 check: compiles and disassembles every stage of <build>/stages.json, sums the per-kernel SASS census
@@ -22,7 +23,9 @@ over the binary and compares it with the run's sass_<stage>.txt (the same classe
 counts; profiled stages only), runs the emulated runner (<build>/stages/emulated) at the profile's
 shape with --profile, and compares per class. A stage the run did not profile is run at the shape
 of its nearest profiled ancestor ("parent" in stages.json, files under MEASURED_AS names) and
-marked so in the comparison; one with no profiled ancestor is skipped. Exit 1 when a class leaves
+marked so in the comparison; one with no profiled ancestor is skipped. --cubins: take each
+stage's cubin from the build (<build>/ptx/<stage>.cubin, which tests/ptx-manifest.sh --cubin makes
+from the PTX it hashes: the same compile) instead of compiling it here. Exit 1 when a class leaves
 its band (exact: always for tensor, ldmatrix and TMA, and for every other class unless a model's
 bands say otherwise), when a loop of a modelled kernel has no trip count or a modelled loop is not
 in the SASS, or when a compared stage has neither a model nor a reason in NOT_MODELLED. --out
@@ -776,10 +779,18 @@ def check(a):
                 rows.append((name, "stand-in", stand_in, "", "", "not profiled"))
             if not os.path.exists(os.path.join(ROOT, st["dir"], "kernels.cu")):
                 continue
-            cubin = os.path.join(work, name + ".cubin")
-            t0 = time.time()
-            compile_cubin(nvcc, st["dir"], cubin)
-            total_compile += time.time() - t0
+            if a.cubins:
+                # The build's own (tests/ptx-manifest.sh --cubin: the same compile, from the PTX
+                # the build hashed), made by the ptx_<stage> target the build runs.
+                cubin = os.path.join(a.cubins, name + ".cubin")
+                if not os.path.exists(cubin):
+                    print(f"sass-trips: no {cubin}: build the target ptx_{name}", file=sys.stderr)
+                    return 2
+            else:
+                cubin = os.path.join(work, name + ".cubin")
+                t0 = time.time()
+                compile_cubin(nvcc, st["dir"], cubin)
+                total_compile += time.time() - t0
             dis = subprocess.run([nvdisasm, "-gi", "-c", cubin], capture_output=True, text=True,
                                  check=True).stdout
             funcs = parse_functions(dis)
@@ -863,7 +874,8 @@ def check(a):
                          if issued[cname] != p else ""))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"sass-trips: nvcc --cubin took {total_compile:.1f} s in all")
+    if not a.cubins:
+        print(f"sass-trips: nvcc --cubin took {total_compile:.1f} s in all")
     text = ("# stage\tclass\tsass_x_trips\temulated\tband\tverdict\tissued"
             "  (bench/sass-trips.py check; do not edit)\n" + "".join("\t".join(r) + "\n" for r in rows))
     if a.out:
@@ -947,6 +959,7 @@ def main():
     c.add_argument("--out")
     c.add_argument("--stage", action="append")
     c.add_argument("--expect")
+    c.add_argument("--cubins")
     m = sub.add_parser("markdown")
     m.add_argument("file")
     a = p.parse_args()

@@ -7,7 +7,8 @@
 // them Catch::Detail::Approx and Catch::Matchers::Contains).
 //
 // A file that defines main() defines FLASHSTEPS_CATCH_SESSION before including this header and
-// calls Catch::Session().run(argc, argv); every test binary links Catch2 without Catch2's main.
+// calls flashsteps::test::run_catch_session(argc, argv), which is Catch::Session().run(argc, argv);
+// every test binary links Catch2 without Catch2's main.
 #pragma once
 
 #ifndef FLASHSTEPS_CATCH2_MAJOR
@@ -23,9 +24,13 @@
 #include <catch2/catch_session.hpp>
 #endif
 
-#else  // Catch2 2: one header; the file that defines main() compiles Catch2's runner too
+#else  // Catch2 2: one header
 
-#ifdef FLASHSTEPS_CATCH_SESSION
+// Its runner, the whole implementation and the slowest file of a test binary to compile, is
+// compiled once (tests/catch2_session.cpp, which flashsteps::catch2 links into every test
+// binary), not once per main().
+
+#ifdef FLASHSTEPS_CATCH_SESSION_IMPL
 #define CATCH_CONFIG_RUNNER
 #endif
 #include <catch2/catch.hpp>
@@ -42,4 +47,16 @@ inline StdString::ContainsMatcher ContainsSubstring(
 }  // namespace Matchers
 }  // namespace Catch
 
+#endif
+
+#ifdef FLASHSTEPS_CATCH_SESSION
+namespace flashsteps::test {
+#if FLASHSTEPS_CATCH2_MAJOR >= 3
+inline int run_catch_session(int argc, char** argv) {
+  return Catch::Session().run(argc, argv);
+}
+#else
+int run_catch_session(int argc, char** argv);  // tests/catch2_session.cpp
+#endif
+}  // namespace flashsteps::test
 #endif

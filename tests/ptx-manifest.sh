@@ -2,7 +2,8 @@
 # tests/ptx-manifest.sh — per-kernel hashes of the PTX a stage's kernels.cu compiles to, so a CPU
 # build can tell whether a stage's kernels are the ones a committed GPU run measured.
 #
-#   tests/ptx-manifest.sh [--rev REV] [--arch ARCH] [--root DIR] [-o FILE] SOURCE...
+#   tests/ptx-manifest.sh [--rev REV] [--arch ARCH] [--root DIR] [-o FILE] [--cubin FILE]
+#                         SOURCE...
 #   tests/ptx-manifest.sh --measured MANIFEST -o FILE
 #
 # SOURCE: paths relative to the repository root (stages/04_cp_async/kernels.cu). --rev: take the
@@ -10,13 +11,19 @@
 # folder the manifest of a run is made from is its commit (book/data/README.md). --arch: the
 # target, default sm_90a (what the committed H100 runs were built for). --root: the repository
 # (default: this script's). -o: write FILE (whole, or not at all) instead of standard output.
+# --cubin: also write the cubin ptxas makes of that PTX (one SOURCE only), with line info: what
+# `nvcc -O3 -lineinfo --cubin` makes, up to the per-compile tag of unnamed namespaces, so that
+# bench/sass-trips.py (CTest emu.sass.trips) disassembles the build's cubin instead of compiling
+# the stage again. The PTX is then compiled with -lineinfo; the hashes are the same either way.
 # --measured: MANIFEST is a committed run's (its first line names the nvcc, arch and commit); FILE
 # gets the same hashes as this machine's nvcc makes them: MANIFEST itself when the nvcc is the
 # same, else the manifest made again from the commit's sources in git (a copy of MANIFEST when
 # the commit is not in this clone: then the table tool says the kernels were not compared).
 #
 # The PTX is normalised as tests/kernel-identity.sh normalises it (no .loc/.file lines, no
-# comments, unnamed namespaces' path hashes replaced) and, since each kernel is hashed on its own,
+# comments, unnamed namespaces' path hashes replaced; and the .debug_str section, the one other
+# thing -lineinfo adds, after the last entry, read as the blank line that ends the PTX without it)
+# and, since each kernel is hashed on its own,
 # without the function's index in its branch labels ($L__BB3_17 -> $L__BB_17: the index is the
 # kernel's place in the file, which changes when the kernels are instantiated in another order),
 # then cut at each .entry: one line per
@@ -25,7 +32,7 @@
 # that compiled it: PTX from another nvcc may differ without any change to the kernels.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-rev="" arch=sm_90a out="" measured=""
+rev="" arch=sm_90a out="" measured="" cubin=""
 sources=()
 while (($#)); do
   case $1 in
@@ -33,6 +40,7 @@ while (($#)); do
     --arch) arch=$2; shift ;;
     --root) root=$2; shift ;;
     -o) out=$2; shift ;;
+    --cubin) cubin=$2; shift ;;
     --measured) measured=$2; shift ;;
     -*) echo "ptx-manifest: unknown option $1" >&2; exit 2 ;;
     *) sources+=("$1") ;;
@@ -55,6 +63,7 @@ if [[ -n "$measured" ]]; then
   exit 0
 fi
 ((${#sources[@]})) || { echo "usage: ptx-manifest.sh [--rev REV] [--arch ARCH] SOURCE..." >&2; exit 2; }
+[[ -z "$cubin" || ${#sources[@]} == 1 ]] || { echo "ptx-manifest: --cubin takes one SOURCE" >&2; exit 2; }
 filt=$(dirname "$nvcc")/cu++filt
 [[ -x "$filt" ]] || filt=c++filt
 
@@ -70,7 +79,7 @@ if [[ -n "$rev" ]]; then
 fi
 
 if [[ -n "$out" ]]; then
-  "$0" ${rev:+--rev "$rev"} --arch "$arch" --root "$root" "${sources[@]}" > "$work/out.tsv"
+  "$0" ${rev:+--rev "$rev"} --arch "$arch" --root "$root" ${cubin:+--cubin "$cubin"} "${sources[@]}" > "$work/out.tsv"
   mv "$work/out.tsv" "$out"
   exit 0
 fi
@@ -78,9 +87,16 @@ fi
 echo "# nvcc	$version	$arch${rev:+	$(git -C "$root" rev-parse --short=12 "$rev")}"
 for src in "${sources[@]}"; do
   [[ -f "$tree/$src" ]] || { echo "ptx-manifest: no $src${rev:+ in $rev}" >&2; exit 2; }
-  "$nvcc" -std=c++20 -O3 --ptx -arch="$arch" -I"$tree/common/include" -I"$tree/$(dirname "$src")" \
-    -o "$work/raw.ptx" "$tree/$src"
+  "$nvcc" -std=c++20 -O3 --ptx ${cubin:+-lineinfo} -arch="$arch" -I"$tree/common/include" \
+    -I"$tree/$(dirname "$src")" -o "$work/raw.ptx" "$tree/$src"
+  if [[ -n "$cubin" ]]; then
+    # nvcc --cubin's own ptxas step (nvcc -dryrun shows it), written whole or not at all.
+    "$(dirname "$nvcc")/ptxas" -arch="$arch" -m64 --generate-line-info "$work/raw.ptx" \
+      -o "$cubin.tmp"
+    mv "$cubin.tmp" "$cubin"
+  fi
   grep -v -E '^\s*\.(loc|file)\b|^\s*//' "$work/raw.ptx" |
+    awk '/^[ \t]*\.section[ \t]+\.debug_str/ { skip = 1; print "" } !skip { print } skip && /^[ \t]*}/ { skip = 0 }' |
     perl -pe 's/(\d+)(_GLOBAL__N_\w+)/"UNNAMED" . substr($2, $1)/ge; s/\$L__BB\d+_/\$L__BB_/g' \
       > "$work/norm.ptx"
   # Split: an entry runs from its ".entry NAME(" line to the "}" that closes its body at column 0.

@@ -3,5 +3,5 @@
 #include "flashsteps_catch.hpp"
 
 int main(int argc, char** argv) {
-  return Catch::Session().run(argc, argv);
+  return flashsteps::test::run_catch_session(argc, argv);
 }

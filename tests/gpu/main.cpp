@@ -40,5 +40,5 @@ int main(int argc, char** argv) {
   test::g_device = *dev;
   test::g_stage->setup(*dev);
   std::cout << test::g_stage->name() << " on " << dev->summary() << '\n';
-  return Catch::Session().run(argc, argv);
+  return flashsteps::test::run_catch_session(argc, argv);
 }

@@ -177,7 +177,7 @@ TEST_CASE("a problem larger than device memory is refused before launch, naming 
 TEST_CASE("a grid that fills the GPU: B*H at least twice the SM count") {
   const std::int64_t bh = 2 * device().sm_count;
   for (bool causal : {false, true})
-    check_problem(make(256, 256, 64, DType::fp16, causal, 2, (bh + 1) / 2), 8);
+    check_problem(make(kGridSeq, kGridSeq, 64, DType::fp16, causal, 2, (bh + 1) / 2), 8);
 }
 
 TEST_CASE("a non-default softmax scale") {

@@ -22,4 +22,13 @@ inline constexpr std::int64_t kLongSeq = 300;
 inline constexpr std::int64_t kLongSeq = 1000;
 #endif
 
+/// Sq = Skv of the grid that fills the GPU (B*H at least twice the SM count). The emulated device
+/// has 8 SMs, so B*H = 16 there, two blocks per SM or more whatever the query tile; 128 rows
+/// instead of 256 is a quarter of the work of the unfused stages' Sq x Skv score matrices.
+#if defined(FLASHSTEPS_EMULATED_BUILD)
+inline constexpr std::int64_t kGridSeq = 128;
+#else
+inline constexpr std::int64_t kGridSeq = 256;
+#endif
+
 }  // namespace flashsteps::test

@@ -5,7 +5,9 @@
 # shows that without touching any other file:
 #   - configure declares it: the stage tree (stages.json) has it, with its parent, runner,
 #     title and faults, and its runner prints the manifest's name and title;
-#   - its emulated suite builds and passes, and its planted fault builds and is caught;
+#   - its emulated suite builds, CTest lists it, and it passes a case that runs its kernels (the
+#     whole suite on these kernels, 00_scalar's byte for byte, is emu.00_scalar's); its planted
+#     fault builds and CTest's entry for it passes (the suite catches it);
 #   - README's check fails until its generated blocks are regenerated, and regenerating them adds
 #     exactly its two rows (the stage table's and the status table's); the book's generated lists (Part II's pages, the front page's table) and
 #     chapter list have it;
@@ -86,8 +88,13 @@ field() { python3 "$copy/bench/stage_tree.py" "$tree" field "$1" 00x_copy | cut 
 cmake --build "$build" -j"$(nproc)" --target test_emu_00x_copy stage00x_emulated \
   test_fault_00x_scale_dropped fs_table >"$work/build.log" 2>&1 ||
   { tail -30 "$work/build.log"; fail "building the new stage's emulated suite failed"; }
-(cd "$build" && ctest -R '^emu\.00x_copy$|^emu\.fault\.00x_scale_dropped$' --output-on-failure) ||
-  fail "its emulated suite, or its planted fault's test, failed"
+listed=$(cd "$build" && ctest -N -R '^emu\.00x_copy$') || fail "ctest -N failed"
+grep -q "emu\.00x_copy\$" <<<"$listed" || fail "CTest does not list its emulated suite emu.00x_copy"
+suite=$("$build/tests/test_emu_00x_copy" "a non-default softmax scale" --warn NoAssertions 2>&1) ||
+  { echo "$suite"; fail "its emulated suite failed"; }
+grep -q "^All tests passed" <<<"$suite" || { echo "$suite"; fail "its emulated suite ran no check"; }
+(cd "$build" && ctest -R '^emu\.fault\.00x_scale_dropped$' --output-on-failure) ||
+  fail "its planted fault's test failed"
 banner=$("$build/stages/emulated/stage00x" --seq 64 2>&1) || fail "its emulated runner failed"
 grep -qF "00x_copy — A copy of stage 00" <<<"$banner" || fail "the runner does not show the manifest's name and title"
 

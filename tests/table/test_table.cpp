@@ -721,7 +721,7 @@ TEST_CASE("the book from a run", "[book][gnuplot]") {
 }
 
 int main(int argc, char** argv) {
-  return Catch::Session().run(argc, argv);
+  return flashsteps::test::run_catch_session(argc, argv);
 }
 
 TEST_CASE("README's stage table is the tree's, between its markers", "[stages][status]") {
