@@ -95,13 +95,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 root=$PWD
 command -v nvcc >/dev/null || export PATH="$PATH:/usr/local/cuda/bin"
 
-# The stages, from the stage tree of this source tree (stages/stage-tree.cmake writes it as the
-# build writes stages.json, without configuring; bench/stage_tree.py reads it).
+# The forward stages (compare_with_sdpa.py checks attention()'s output), from the stage tree of
+# this source tree (stages/stage-tree.cmake writes it as the build writes stages.json, without
+# configuring; bench/stage_tree.py reads it).
 read_stages() {
   local tree rc
   tree=$(mktemp "${TMPDIR:-/tmp}/python-gpu-stages.XXXXXX") || return 1
   timeout 60 cmake -DOUT="$tree" -DROOT="$root" -P "$root/stages/stage-tree.cmake" >&2 &&
-    python3 "$root/bench/stage_tree.py" "$tree" field role | awk -F'\t' '$2 == "stage" { print $1 }'
+    python3 "$root/bench/stage_tree.py" "$tree" field role,kind |
+    awk -F'\t' '$2 == "stage" && $3 == "forward" { print $1 }'
   rc=$?
   rm -f "$tree"
   return $rc
