@@ -152,3 +152,40 @@ def test_without_grad_attention_takes_no_backward_path():
     with torch.no_grad():
         o = flashsteps.attention(tq, tk, tv, stage="03_online_softmax", emulate=True)
     assert not o.requires_grad
+
+
+# --- with PyTorch and a GPU: the backward stage on CUDA tensors (bench/python-gpu.sh) -------------
+
+HAVE_CUDA = torch is not None and torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not HAVE_CUDA, reason="needs PyTorch with a CUDA GPU")
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("b,h,sq,skv,causal", SHAPES)
+def test_backward_on_the_gpu(dtype, d, b, h, sq, skv, causal):
+    """attention_backward() on CUDA tensors (zero-copy, the caller's stream) against the NumPy
+    float64 reference; and attention() with autograd on CUDA tensors gives the same gradients."""
+    if ml_dtypes is None and dtype == "bf16":
+        pytest.skip("bf16 NumPy arrays need ml_dtypes")
+    q, k, v, o, lse, dout = make_backward_inputs(b, h, sq, skv, d, dtype, seed=d + sq,
+                                                 causal=causal)
+    t = torch.float16 if dtype == "fp16" else torch.bfloat16
+
+    def cuda(x, dt=t):
+        return torch.from_numpy(np.asarray(x).astype(np.float32)).to("cuda", dt).contiguous()
+
+    tq, tk, tv, to, tdo = (cuda(x) for x in (q, k, v, o, dout))
+    dq, dk, dv = flashsteps.attention_backward(tq, tk, tv, to, cuda(lse, torch.float32), tdo,
+                                               causal=causal)
+    grads = [x.float().cpu().numpy() for x in (dq, dk, dv)]
+    assert check_backward(*grads, q, k, v, o, lse, dout, causal=causal, dtype=dtype) == []
+    rq, rk, rv = (x.clone().requires_grad_() for x in (tq, tk, tv))
+    out = flashsteps.attention(rq, rk, rv, stage="06c_swizzle", causal=causal)
+    out.backward(tdo)
+    forward_o = out.detach().float().cpu().numpy()
+    _, lse_again = flashsteps.attention(tq, tk, tv, stage="06c_swizzle", causal=causal,
+                                        return_lse=True)
+    assert check_backward(*(x.grad.float().cpu().numpy() for x in (rq, rk, rv)), q, k, v,
+                          forward_o, lse_again.cpu().numpy(), dout, causal=causal,
+                          dtype=dtype) == []
