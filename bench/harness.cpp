@@ -58,7 +58,8 @@ constexpr const char* kOwnFlags =
     "  --fs_iters=N                 timed launches per shape, median reported (default 30)\n"
     "  --fs_shapes=canonical|small  every canonical shape, or only S = 512 and 1024 (default\n"
     "                               canonical)\n"
-    "  --fs_list_shapes             print the shapes' names, one a line, and exit (no GPU needed)\n";
+    "  --fs_list_shapes             print the shapes' names, one a line, and exit (no GPU "
+    "needed)\n";
 
 void print_usage(std::string_view stage) {
   std::cout << "bench_" << stage << ": times stage " << stage
@@ -120,11 +121,12 @@ void bench_problem(benchmark::State& state, Stage& stage, const DeviceInfo& dev,
   try {
     cudaStream_t stream;
     FS_CUDA_CHECK(cudaStreamCreate(&stream));
-    DeviceTensors dt(p, stage.workspace_bytes(p));
+    // A backward stage gets dO, dQ, dK, dV too, and is counted at the backward's FLOPs and bytes.
+    DeviceTensors dt(p, stage.workspace_bytes(p), stage.kind());
     dt.fill_random(1, stream);  // random inputs generated on the GPU, never zeros
     timed_loop(
-        state, [&](cudaStream_t s) { stage.launch(p, dt.args(), s); }, stream, flusher, p.flops(),
-        static_cast<double>(p.min_dram_bytes()));
+        state, [&](cudaStream_t s) { stage.launch(p, dt.args(), s); }, stream, flusher,
+        stage_flops(stage, p), static_cast<double>(p.min_dram_bytes(stage.kind())));
     FS_CUDA_CHECK(cudaStreamDestroy(stream));
   } catch (const std::exception& e) {
     state.SkipWithError(("failed: " + std::string(e.what())).c_str());
@@ -171,6 +173,7 @@ int main(int argc, char** argv) {
     stage->setup(*dev);
     bench::add_context(*dev, argc, argv);
     benchmark::AddCustomContext("flashsteps_stage", std::string(stage->name()));
+    benchmark::AddCustomContext("flashsteps_kind", std::string(to_string(stage->kind())));
     auto flusher = std::make_shared<L2Flusher>(*dev);
     for (const Problem& p : bench::canonical_shapes(opt)) {
       benchmark::RegisterBenchmark((std::string(stage->name()) + "/" + p.name()).c_str(),

@@ -10,8 +10,9 @@
 #   compare  examples/compare_with_sdpa.py --gpu-only --sweep --require-gpu --stage <stage>, one
 #            process per stage of the stage tree: fp16 and bf16, D 64 and 128, causal and not,
 #            five ragged shapes, O and LSE (compare.log)
-#   pytest   python/tests' test_stage_matches_sdpa_on_the_gpu: every stage, both dtypes, both
-#            head dims, three ragged shapes (pytest.log)
+#   pytest   python/tests' test_stage_matches_sdpa_on_the_gpu: every forward stage, both dtypes,
+#            both head dims, three ragged shapes; and test_backward_on_the_gpu: the default
+#            backward stage and attention()'s autograd on CUDA tensors (pytest.log)
 # then prints a summary (also OUT/summary.txt). Every process runs under `timeout`, never past
 # the budget (--budget-s). OUT gets five files: build.log, compare.log, pytest.log, plan.txt and
 # summary.txt (the device tool brings back at most eight).
@@ -95,13 +96,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 root=$PWD
 command -v nvcc >/dev/null || export PATH="$PATH:/usr/local/cuda/bin"
 
-# The stages, from the stage tree of this source tree (stages/stage-tree.cmake writes it as the
-# build writes stages.json, without configuring; bench/stage_tree.py reads it).
+# The forward stages (compare_with_sdpa.py checks attention()'s output), from the stage tree of
+# this source tree (stages/stage-tree.cmake writes it as the build writes stages.json, without
+# configuring; bench/stage_tree.py reads it).
 read_stages() {
   local tree rc
   tree=$(mktemp "${TMPDIR:-/tmp}/python-gpu-stages.XXXXXX") || return 1
   timeout 60 cmake -DOUT="$tree" -DROOT="$root" -P "$root/stages/stage-tree.cmake" >&2 &&
-    python3 "$root/bench/stage_tree.py" "$tree" field role | awk -F'\t' '$2 == "stage" { print $1 }'
+    python3 "$root/bench/stage_tree.py" "$tree" field role,kind |
+    awk -F'\t' '$2 == "stage" && $3 == "forward" { print $1 }'
   rc=$?
   rm -f "$tree"
   return $rc
@@ -145,7 +148,7 @@ make_compare_cmd() {
     --stage "$1")
 }
 pytest_cmd=("$python" -m pytest -q -rs -p no:cacheprovider python/tests/test_attention.py
-  -k test_stage_matches_sdpa_on_the_gpu)
+  python/tests/test_backward.py -k "test_stage_matches_sdpa_on_the_gpu or test_backward_on_the_gpu")
 
 plan() {
   echo "python-gpu plan: ${#stages[@]} stages, budget ${budget} s, logs in $out"

@@ -148,9 +148,15 @@ def estimates_command(run_dir, tree_file):
     for dtype, suffix in (("fp16", ""), ("bf16", ".bf16")):
         f = os.path.join(run_dir, f"sdpa{suffix}.json")
         if os.path.exists(f):
-            # torch's import, CUDA context and per-backend compilation come on top: 15 s.
-            est[f"sdpa:{dtype}"] = (bench_json_seconds(f) + 15,
-                                    f"rebuilt from {label}'s sdpa{suffix}.json")
+            # torch's import, CUDA context and per-backend compilation come on top: 15 s. A run
+            # from before sdpa_bench.py timed the backward (no sdpa_bwd_ entries) timed the
+            # forward only; the backward adds about 2.5 times that (its FLOP count).
+            sec, how = bench_json_seconds(f), f"rebuilt from {label}'s sdpa{suffix}.json"
+            with open(f, encoding="utf-8") as fh:
+                names = [b.get("name", "") for b in json.load(fh).get("benchmarks", [])]
+            if not any(n.startswith("sdpa_bwd_") for n in names):
+                sec, how = 3.5 * sec, how + ", forward only: times 3.5 for the backward"
+            est[f"sdpa:{dtype}"] = (sec + 15, how)
     timings = os.path.join(run_dir, "timings.tsv")
     if os.path.exists(timings):
         renamed = {(e.get("measured_as") or ""): e["name"] for e in stage_tree.entries(tree)}
@@ -248,6 +254,8 @@ class Planner:
                     iters = a.iters
                     sec *= (iters + 3) / (RECORDED_ITERS + 3)
                     why = f"the canonical shapes, {d}"
+                    if self.index[n].get("kind") == "backward":  # against SDPA's backward
+                        why += ", the backward pass"
                     if a.budget_s > 0 and sec > BENCH_CAP_S and iters > BENCH_MIN_ITERS:
                         fewer = max(BENCH_MIN_ITERS, int(iters * BENCH_CAP_S / sec))
                         why += (f", {fewer} launches per shape instead of {iters} (about "
@@ -265,7 +273,7 @@ class Planner:
                     [["python3", os.path.join(self.root, "scripts", "sdpa_bench.py"), "--out",
                       f"sdpa{suffix}.json", "--harness", harness, "--dtypes", d, "--iters",
                       str(a.iters)]],
-                    "sdpa", tier, why=f"PyTorch SDPA's backends, {d}")
+                    "sdpa", tier, why=f"PyTorch SDPA's backends, forward and backward, {d}")
         if "profile" in steps:
             # Stages no committed run profiled with the same PTX first.
             order = sorted((n for n in names if self.index[n]["role"] == "stage"),

@@ -5,8 +5,8 @@ stage, written as Google Benchmark JSON that fs_table reads next to the stages' 
 
     python3 bench/sdpa/sdpa_bench.py --out book/data/<gpu>/<run>/sdpa.json
         (--harness build/gpu/bench/bench_07d_overlap | --shapes b16_h16_sq1024_skv1024_d128_fp16 ...)
-        [--dtypes fp16,bf16] [--backends flash cudnn efficient math] [--iters 30] [--warmup 3]
-        [--seed 1]
+        [--dtypes fp16,bf16] [--backends flash cudnn efficient math] [--passes fwd bwd]
+        [--iters 30] [--warmup 3] [--seed 1]
     python3 bench/sdpa/sdpa_bench.py --self-test [--harness BENCH]   # no torch, no GPU
 
 Shapes: the canonical list (FlashAttention's benchmark set, B*S = 16384 tokens, H*D = 2048,
@@ -20,6 +20,15 @@ launch alone. PyTorch's dispatch runs on the CPU while the GPU still writes the 
 so the events time the kernels (for the tiniest shapes some dispatch time can remain). Median
 (mean of the middle two for an even count), p10 and p90 by nearest rank, over --iters launches.
 FLOPs = 4*B*H*Sq*Skv*D, halved when causal.
+
+--passes bwd (the default is both) times each backend's backward as well, as the backward stages
+(09a_bwd_scalar, ...) are timed: the forward runs once, untimed, with the backend forced, and each
+timed launch is torch.autograd.grad of O with respect to Q, K and V for one fixed dO (seeded
+normal), the graph retained, so the events bracket the backward kernels alone (with the autograd
+engine's dispatch, as the forward's bracket PyTorch's). Its entries are sdpa_bwd_<backend>/<shape>
+and count FlashAttention's backward FLOPs: 2.5 times the forward's (five products against two;
+flops(mode="bwd") in FlashAttention's benchmarks/benchmark_flash_attention.py), which fs_table
+also applies to every sdpa_bwd_ entry.
 
 Each backend (FLASH_ATTENTION, CUDNN_ATTENTION, EFFICIENT_ATTENTION, MATH) is forced with
 torch.nn.attention.sdpa_kernel. The CUDA kernels of one more, untimed launch, captured with
@@ -56,6 +65,7 @@ BACKENDS = {
     "efficient": "EFFICIENT_ATTENTION",
     "math": "MATH",
 }
+BWD = "bwd_"  # a backend's backward: sdpa_bwd_<name>/... (fs_table counts backward FLOPs)
 WARMUP = 3  # bench/harness_common.cpp: timed_loop
 ITERS = 30  # bench/harness.cpp: --fs_iters default
 FLUSH_MIN_BYTES = 64 << 20  # common/src/timing.cpp: L2Flusher
@@ -89,9 +99,10 @@ class Shape:
             raise ValueError(f"{name!r}: every size must be >= 1")
         return cls(b, h, sq, skv, d, m.group(6), m.group(7) is not None)
 
-    def flops(self) -> float:
+    def flops(self, backward: bool = False) -> float:
         f = 4.0 * self.batch * self.heads * self.seq_q * self.seq_kv * self.head_dim
-        return f / 2 if self.causal else f
+        f = f / 2 if self.causal else f
+        return 2.5 * f if backward else f  # flashsteps::Problem::flops(StageKind::backward)
 
 
 def harness_shapes(harness: str, dtypes: list[str]) -> list[Shape]:
@@ -124,7 +135,7 @@ def timed_entry(backend: str, shape: Shape, samples: list[float], label: str, in
     entry = _entry_head(backend, shape, index)
     entry.update(iterations=len(samples), real_time=stats["median_ms"],
                  cpu_time=stats["median_ms"], time_unit="ms", label=label, **stats)
-    entry["FLOP/s"] = shape.flops() / (stats["median_ms"] * 1e-3)
+    entry["FLOP/s"] = shape.flops(backend.startswith(BWD)) / (stats["median_ms"] * 1e-3)
     return entry
 
 
@@ -260,40 +271,54 @@ def one_line(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def bench_backend(torch, backend: str, shape: Shape, qkv, flush, args, index: int) -> dict:
+def bench_backend(torch, backend: str, shape: Shape, qkv, flush, args, index: int,
+                  backward: bool = False) -> dict:
+    """One backend at one shape: its forward, or (backward) its backward, entry named
+    sdpa_<backend> or sdpa_bwd_<backend>."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa
     member = getattr(SDPBackend, BACKENDS[backend], None)
+    name = BWD + backend if backward else backend
     if member is None:
-        return error_entry(backend, shape, f"unsupported: PyTorch {torch.__version__} has no "
+        return error_entry(name, shape, f"unsupported: PyTorch {torch.__version__} has no "
                            f"SDPBackend.{BACKENDS[backend]}", index)
-    q, k, v = qkv
+    q, k, v = (x.detach().requires_grad_() for x in qkv) if backward else qkv
     if shape.causal and shape.seq_q != shape.seq_kv:
         from torch.nn.attention.bias import causal_lower_right
         mask = causal_lower_right(shape.seq_q, shape.seq_kv)
 
-        def call():
+        def forward():
             return sdpa(q, k, v, attn_mask=mask)
     else:
-        def call():
+        def forward():
             return sdpa(q, k, v, is_causal=shape.causal)
 
     with warnings.catch_warnings(record=True) as caught, sdpa_kernel(member):
         warnings.simplefilter("always")
         try:
+            call = forward
+            if backward:  # the forward once, untimed; then its backward, the graph retained
+                out = forward()
+                gen = torch.Generator(device=out.device)
+                gen.manual_seed(args.seed + 1)
+                dout = torch.randn(out.shape, generator=gen, device=out.device, dtype=out.dtype)
+
+                def gradients():
+                    return torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+                call = gradients
             samples = time_launches(torch, call, flush, args.warmup, args.iters)
         except torch.cuda.OutOfMemoryError as e:
             torch.cuda.empty_cache()
-            return error_entry(backend, shape, "out of memory: " + one_line(e), index)
+            return error_entry(name, shape, "out of memory: " + one_line(e), index)
         except (RuntimeError, ValueError, NotImplementedError) as e:
             # PyTorch explains a refused backend in warnings, then raises "No available kernel".
             reasons = [one_line(w.message) for w in caught] + [one_line(e)]
-            return error_entry(backend, shape, "unsupported: " + "; ".join(reasons), index)
+            return error_entry(name, shape, "unsupported: " + "; ".join(reasons), index)
         try:  # one more launch, untimed, to see which kernels ran
             label = kernels_of_one_launch(torch, call)
         except RuntimeError as e:
             label = "kernels: not captured (" + one_line(e) + ")"
-    return timed_entry(backend, shape, samples, label, index)
+    return timed_entry(name, shape, samples, label, index)
 
 
 def measure(torch, shapes: list[Shape], args) -> tuple[dict, list[dict]]:
@@ -304,6 +329,7 @@ def measure(torch, shapes: list[Shape], args) -> tuple[dict, list[dict]]:
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
     gen = torch.Generator(device="cuda")
     entries = []
+    passes = [p == "bwd" for p in args.passes]  # False: the forward, True: the backward
     for shape in shapes:
         gen.manual_seed(args.seed)
         try:
@@ -313,14 +339,18 @@ def measure(torch, shapes: list[Shape], args) -> tuple[dict, list[dict]]:
         except torch.cuda.OutOfMemoryError as e:
             torch.cuda.empty_cache()
             why = "out of memory for the inputs: " + one_line(e)
-            entries += [error_entry(b, shape, why, len(entries) + i)
-                        for i, b in enumerate(args.backends)]
+            entries += [error_entry(BWD + b if bwd else b, shape, why, len(entries) + i)
+                        for i, (bwd, b) in enumerate((bwd, b) for bwd in passes
+                                                     for b in args.backends)]
             continue
-        for backend in args.backends:
-            entries.append(bench_backend(torch, backend, shape, qkv, flush, args, len(entries)))
-            e = entries[-1]
-            status = e["error_message"] if e.get("error_occurred") else f"{e['median_ms']:.4f} ms"
-            print(f"sdpa_{backend}/{shape.name()}: {status}", flush=True)
+        for backward in passes:
+            for backend in args.backends:
+                entries.append(bench_backend(torch, backend, shape, qkv, flush, args,
+                                             len(entries), backward))
+                e = entries[-1]
+                status = e["error_message"] if e.get("error_occurred") \
+                    else f"{e['median_ms']:.4f} ms"
+                print(f"{e['name']}: {status}", flush=True)
         del qkv
         torch.cuda.empty_cache()
     return context, entries
@@ -342,6 +372,7 @@ def self_test(harness: str | None) -> int:
             assert s.batch * s.seq_q in (16384, 512) and s.heads * s.head_dim in (2048, 512), s
         assert shapes[0].name() == "b32_h32_sq512_skv512_d64_fp16"
     assert Shape.parse("b16_h16_sq1024_skv1024_d128_fp16_causal").flops() == 2.0 ** 36
+    assert Shape.parse("b16_h16_sq1024_skv1024_d128_fp16_causal").flops(True) == 2.5 * 2.0 ** 36
     for bad in ("b16_h16_sq1024_d128_fp16", "b0_h1_sq1_skv1_d1_fp16", "b1_h1_sq1_skv1_d1_fp32",
                 "b1_h1_sq1_skv1_d1_fp16_causal_x"):
         try:
@@ -357,13 +388,16 @@ def self_test(harness: str | None) -> int:
 
     shape = Shape.parse("b1_h8_sq512_skv512_d64_fp16")
     entries = [timed_entry("flash", shape, [0.25, 0.5, 0.75], "kernels: k", 0),
-               error_entry("math", shape, "out of memory: synthetic", 1)]
+               error_entry("math", shape, "out of memory: synthetic", 1),
+               timed_entry(BWD + "flash", shape, [0.25, 0.5, 0.75], "kernels: k", 2)]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "out" / "sdpa.json"
         write_results(path, {"flashsteps_stage": "sdpa", "gpu_name": "none"}, entries)
         data = json.loads(path.read_text(encoding="utf-8"))
     assert set(data) == {"context", "benchmarks"}
-    timed, failed = data["benchmarks"]
+    timed, failed, timed_bwd = data["benchmarks"]
+    assert timed_bwd["name"] == "sdpa_bwd_flash/b1_h8_sq512_skv512_d64_fp16"
+    assert math.isclose(timed_bwd["FLOP/s"], 2.5 * 2.0 ** 29 / 0.5e-3)
     assert timed["name"] == "sdpa_flash/b1_h8_sq512_skv512_d64_fp16"
     assert timed["run_type"] == "iteration" and timed["time_unit"] == "ms"
     assert (timed["median_ms"], timed["p10_ms"], timed["p90_ms"]) == (0.5, 0.25, 0.75)
@@ -393,8 +427,9 @@ def shape_arg(text: str) -> Shape:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        description="Time PyTorch SDPA backends on the canonical shapes and write Google "
-                    "Benchmark JSON (sdpa_<backend>/<shape> entries) for fs_table.",
+        description="Time PyTorch SDPA backends, forward and backward, on the canonical shapes "
+                    "and write Google Benchmark JSON (sdpa_<backend>/<shape> and "
+                    "sdpa_bwd_<backend>/<shape> entries) for fs_table.",
         epilog="Exit codes: 0 ok, or nothing measured because PyTorch or a CUDA GPU is missing "
                "(the reason is printed); 2 bad arguments.")
     p.add_argument("--out", type=Path, help="the JSON file to write (e.g. <run folder>/sdpa.json)")
@@ -407,6 +442,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(--fs_list_shapes; bench/harness.cpp holds the one list)")
     p.add_argument("--backends", nargs="+", choices=list(BACKENDS), default=list(BACKENDS),
                    help="SDPA backends to force, in turn (default: all)")
+    p.add_argument("--passes", nargs="+", choices=["fwd", "bwd"], default=["fwd", "bwd"],
+                   help="time each backend's forward (sdpa_<backend>) and/or its backward "
+                        "(sdpa_bwd_<backend>; default: both)")
     p.add_argument("--iters", type=int, default=ITERS, help=f"timed launches (default {ITERS})")
     p.add_argument("--warmup", type=int, default=WARMUP,
                    help=f"untimed launches first (default {WARMUP})")

@@ -1,7 +1,11 @@
-"""flashsteps: every stage of FlashAttention's forward pass, callable from Python.
+"""flashsteps: every stage of FlashAttention's forward and backward passes, callable from Python.
 
     import flashsteps
     o = flashsteps.attention(q, k, v, stage="06c_swizzle", causal=True)
+    dq, dk, dv = flashsteps.attention_backward(q, k, v, o, lse, do, causal=True)
+
+With PyTorch, ``attention()`` on tensors that require grad is differentiable: its backward runs a
+backward stage (``backward_stage``, default ``DEFAULT_BACKWARD_STAGE``).
 
 ``q``, ``k`` and ``v`` are any DLPack arrays in PyTorch SDPA's layout: Q ``[B, H, Sq, D]``, K and
 V ``[B, H, Skv, D]``, contiguous, float16 or bfloat16. CUDA arrays (PyTorch, CuPy) run on the GPU,
@@ -17,7 +21,12 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple, Union
 
-__all__ = ["Stage", "attention", "layout", "stages"]
+__all__ = ["DEFAULT_BACKWARD_STAGE", "Stage", "attention", "attention_backward", "layout",
+           "stages"]
+
+#: The backward stage ``attention_backward()`` and the gradient of ``attention()`` run unless told
+#: otherwise: the first step of the backward line (its chapter in the book's Part IV).
+DEFAULT_BACKWARD_STAGE = "09a_bwd_scalar"
 
 # DLPack device types (dlpack.h, DLDeviceType).
 _DL_CPU = 1
@@ -30,8 +39,10 @@ class Stage:
 
     Attributes:
         name: the stage's folder name, e.g. ``"07d_overlap"``; ``attention(stage=...)`` takes it.
-        parent: the stage it builds on (its lesson is the difference), ``None`` for the first.
+        parent: the stage it builds on (its lesson is the difference), ``None`` for the first
+            stage of its kind.
         title: its chapter's title in the book.
+        kind: ``"forward"`` (``attention()`` runs it) or ``"backward"`` (``attention_backward()``).
         head_dims: every head dimension D its kernels are instantiated for.
         dtypes: ``"fp16"`` and/or ``"bf16"``.
         gpu_requirement: the GPUs it runs on, in the runners' words (``"sm_80 or newer"``; stage
@@ -44,6 +55,7 @@ class Stage:
     name: str
     parent: Optional[str]
     title: str
+    kind: str
     head_dims: Tuple[int, ...]
     dtypes: Tuple[str, ...]
     gpu_requirement: str
@@ -96,6 +108,7 @@ def stages() -> Tuple[Stage, ...]:
         gpu, emu = _module(name, False), _module(name, True)
         info = (emu or gpu).info()
         result.append(Stage(name=name, parent=entry["parent"], title=info["title"],
+                            kind=info["kind"],
                             head_dims=tuple(info["head_dims"]), dtypes=tuple(info["dtypes"]),
                             gpu_requirement=info["gpu_requirement"],
                             min_compute_capability=info["min_compute_capability"],
@@ -181,7 +194,8 @@ def _current_stream(q: Any) -> int:
 
 def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = False,
               scale: Optional[float] = None, return_lse: bool = False,
-              emulate: Optional[bool] = None) -> Any:
+              emulate: Optional[bool] = None,
+              backward_stage: Union[str, int] = DEFAULT_BACKWARD_STAGE) -> Any:
     """Attention's forward pass by one stage: O = softmax(scale * Q K^T) V.
 
     The problem is the runners' (CONTRIBUTING.md, "The stage contract"): PyTorch SDPA's layout,
@@ -202,6 +216,10 @@ def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = 
         emulate: ``None`` chooses: CUDA arrays run on the GPU, CPU arrays on the emulator when
             this machine has no GPU this build can use. ``True`` runs CPU arrays on the
             emulator; ``False`` runs on the GPU only.
+        backward_stage: with PyTorch tensors that require grad, the backward stage the gradient
+            runs (``DEFAULT_BACKWARD_STAGE`` unless named): the result is differentiable, through
+            a ``torch.autograd.Function`` that pairs ``stage`` (forward) with it (backward). LSE
+            is not differentiable (a loss that uses it gets no gradient through it).
 
     Returns:
         O ``[B, H, Sq, D]`` in Q's dtype, as the same kind of array on the same device as Q
@@ -224,20 +242,104 @@ def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = 
     devices are refused.
 
     Raises:
-        ValueError: a bad problem (shapes, dtypes, layout, devices, scale, sizes), with the
-            message ``stageNN`` prints for it (its exit code 2), e.g.
-            ``"03_online_softmax: cannot run: seq_kv = 0: every size must be >= 1"``; also an
-            unknown ``stage``.
-        RuntimeError: the stage cannot run this here: a head dim or dtype it does not support, a
-            GPU it does not run on, no GPU and no emulation, a build without the needed modules,
-            or a fault or deadlock the emulator reports (``stageNN``'s exit code 3, or 1).
+        ValueError: a bad problem (shapes, dtypes, layout, devices, scale, sizes, a zero-size
+            dimension), with the message ``stageNN`` prints for it (its exit code 2), e.g.
+            ``"03_online_softmax: cannot run: seq_kv = 0: every size must be >= 1"``; a head dim
+            or dtype the stage does not support (the runner's message, its exit code 3); an
+            unknown ``stage``, or a backward one.
+        RuntimeError: the stage cannot run this here: a GPU it does not run on, no GPU and no
+            emulation, a build without the needed modules, or a fault or deadlock the emulator
+            reports (``stageNN``'s exit code 3, or 1).
         TypeError: ``q``, ``k`` or ``v`` is not a DLPack array.
     """
-    name = _stage_name(stage)
-    for label, x in (("q", q), ("k", k), ("v", v)):
+    if _framework(q) == "torch" and _wants_grad(q, k, v):
+        o, lse = _autograd_function().apply(q, k, v, _stage_name(stage),
+                                            _stage_name(backward_stage), bool(causal), scale,
+                                            emulate)
+    else:
+        o, lse = _forward(q, k, v, _stage_name(stage), causal, scale, emulate)
+    return (o, lse) if return_lse else o
+
+
+def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any, *,
+                       stage: Union[str, int] = DEFAULT_BACKWARD_STAGE, causal: bool = False,
+                       scale: Optional[float] = None,
+                       emulate: Optional[bool] = None) -> Tuple[Any, Any, Any]:
+    """Attention's backward pass by one backward stage: dQ, dK and dV from dO.
+
+    The problem is ``attention()``'s; the backward contract is CONTRIBUTING.md's ("The stage
+    contract"): a row that sees no key contributes nothing and gets dQ = 0.
+
+    Args:
+        q, k, v: as for ``attention()``.
+        o: the forward's output ``[B, H, Sq, D]``, Q's dtype and device.
+        lse: the forward's log-sum-exp ``[B, H, Sq]`` float32, natural log (``attention(...,
+            return_lse=True)`` gives both).
+        dout: the gradient of the loss with respect to O, ``[B, H, Sq, D]``, Q's dtype.
+        stage: a backward stage (``DEFAULT_BACKWARD_STAGE`` unless named; ``stages()`` lists
+            each stage's kind).
+        causal, scale, emulate: as for ``attention()``; the same as the forward's.
+
+    Returns:
+        ``(dQ, dK, dV)`` shaped as Q, K and V, in their dtype, as the same kind of array on the
+        same device as Q. On the emulator (NumPy, or CPU tensors) the arrays are copied in and
+        the gradients copied back, as ``attention()`` does; on the GPU nothing is copied.
+
+    Raises:
+        ValueError, RuntimeError, TypeError: as ``attention()``; also ValueError for a forward
+            stage, or a dO, O or LSE that does not match Q.
+    """
+    return _backward(q, k, v, o, lse, dout, _stage_name(stage), causal, scale, emulate)
+
+
+def _wants_grad(*xs: Any) -> bool:
+    import torch
+
+    return torch.is_grad_enabled() and any(x.requires_grad for x in xs)
+
+
+def _autograd_function() -> Any:
+    """The torch.autograd.Function that pairs a forward stage with a backward stage (made once,
+    on first use: PyTorch is optional)."""
+    global _AUTOGRAD
+    if _AUTOGRAD is not None:
+        return _AUTOGRAD
+    import torch
+
+    class AttentionFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, stage, backward_stage, causal, scale, emulate):
+            q, k, v = (x.detach() for x in (q, k, v))  # DLPack exports no tensor that needs grad
+            o, lse = _forward(q, k, v, stage, causal, scale, emulate)
+            ctx.save_for_backward(q, k, v, o, lse)
+            ctx.config = (backward_stage, causal, scale, emulate)
+            ctx.mark_non_differentiable(lse)
+            return o, lse
+
+        @staticmethod
+        def backward(ctx, do, _dlse):
+            q, k, v, o, lse = ctx.saved_tensors
+            backward_stage, causal, scale, emulate = ctx.config
+            dq, dk, dv = _backward(q, k, v, o, lse, do.contiguous(), backward_stage, causal,
+                                   scale, emulate)
+            return dq, dk, dv, None, None, None, None, None
+
+    _AUTOGRAD = AttentionFunction
+    return _AUTOGRAD
+
+
+_AUTOGRAD: Any = None
+
+
+def _check_arrays(**arrays: Any) -> None:
+    for label, x in arrays.items():
         if not hasattr(x, "__dlpack__") or not hasattr(x, "__dlpack_device__"):
             raise TypeError(f"{label}: flashsteps takes DLPack arrays (NumPy, PyTorch, CuPy, ...), "
                             f"not {type(x).__module__}.{type(x).__name__}")
+
+
+def _pick_module(name: str, q: Any, emulate: Optional[bool]) -> Tuple[Any, bool]:
+    """The stage's module for Q's device and ``emulate``, and whether it is the emulated one."""
     device_type, _ = _device(q)
     if emulate is None:
         gpu = _module(name, False)
@@ -248,15 +350,18 @@ def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = 
             "the GPU modules (it was installed on a machine without a GPU)"
         raise RuntimeError(f"{name}: cannot run: this flashsteps was built without {what}; "
                            "reinstall it where it can be (CONTRIBUTING.md, \"The Python package\")")
+    return module, bool(emulate)
 
-    shape = tuple(q.shape)
-    o = _empty(q, shape, float32=False)
-    lse = _empty(q, shape[:-1], float32=True)
-    bf16_bits = any(_is_numpy_bf16(x) for x in (q, k, v))
-    args = [x.view("uint16") if _is_numpy_bf16(x) else x for x in (q, k, v, o)] + [lse]
 
+def _call(module: Any, function: str, emulate: bool, arrays: list, causal: bool,
+          scale: Optional[float]) -> None:
+    """Runs module.<function> on the arrays (inputs and outputs, Q first), as DLPack exchanges on
+    the stream the kernels will run on."""
+    q = arrays[0]
+    bf16_bits = any(_is_numpy_bf16(x) for x in arrays)
+    args = [x.view("uint16") if _is_numpy_bf16(x) else x for x in arrays]
     stream = 0
-    if device_type == _DL_CUDA and not emulate:
+    if _device(q)[0] == _DL_CUDA and not emulate:
         # The DLPack exchange on the stream the kernels will run on: the producer orders its
         # pending work on the arrays before it (nothing to do when that is its current stream).
         stream = _current_stream(q)
@@ -264,7 +369,28 @@ def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = 
         args = [x.__dlpack__(stream=exchange) for x in args]
     elif _framework(q) == "torch":
         args = [x.__dlpack__() for x in args]
+    getattr(module, function)(*args, causal=bool(causal),
+                              scale=0.0 if scale is None else float(scale), stream=stream,
+                              uint16_is_bf16=bf16_bits)
 
-    module.run(*args, causal=bool(causal), scale=0.0 if scale is None else float(scale),
-               stream=stream, uint16_is_bf16=bf16_bits)
-    return (o, lse) if return_lse else o
+
+def _forward(q: Any, k: Any, v: Any, name: str, causal: bool, scale: Optional[float],
+             emulate: Optional[bool]) -> Tuple[Any, Any]:
+    _check_arrays(q=q, k=k, v=v)
+    module, emulate = _pick_module(name, q, emulate)
+    shape = tuple(q.shape)
+    o = _empty(q, shape, float32=False)
+    lse = _empty(q, shape[:-1], float32=True)
+    _call(module, "run", emulate, [q, k, v, o, lse], causal, scale)
+    return o, lse
+
+
+def _backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any, name: str, causal: bool,
+              scale: Optional[float], emulate: Optional[bool]) -> Tuple[Any, Any, Any]:
+    _check_arrays(q=q, k=k, v=v, o=o, lse=lse, dout=dout)
+    module, emulate = _pick_module(name, q, emulate)
+    dq = _empty(q, tuple(q.shape), float32=False)
+    dk = _empty(k, tuple(k.shape), float32=False)
+    dv = _empty(v, tuple(v.shape), float32=False)
+    _call(module, "run_backward", emulate, [q, k, v, o, lse, dout, dq, dk, dv], causal, scale)
+    return dq, dk, dv

@@ -2,13 +2,17 @@
 from dataclasses import dataclass
 from typing import Any, Literal, Optional, Tuple, Union, overload
 
-__all__ = ["Stage", "attention", "layout", "stages"]
+__all__ = ["DEFAULT_BACKWARD_STAGE", "Stage", "attention", "attention_backward", "layout",
+           "stages"]
+
+DEFAULT_BACKWARD_STAGE: str
 
 @dataclass(frozen=True)
 class Stage:
     name: str
     parent: Optional[str]
     title: str
+    kind: str
     head_dims: Tuple[int, ...]
     dtypes: Tuple[str, ...]
     gpu_requirement: str
@@ -21,8 +25,14 @@ def layout(stage: Union[str, int]) -> str: ...
 @overload
 def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = ...,
               scale: Optional[float] = ..., return_lse: Literal[False] = ...,
-              emulate: Optional[bool] = ...) -> Any: ...
+              emulate: Optional[bool] = ...,
+              backward_stage: Union[str, int] = ...) -> Any: ...
 @overload
 def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = ...,
               scale: Optional[float] = ..., return_lse: Literal[True],
-              emulate: Optional[bool] = ...) -> Tuple[Any, Any]: ...
+              emulate: Optional[bool] = ...,
+              backward_stage: Union[str, int] = ...) -> Tuple[Any, Any]: ...
+def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any, *,
+                       stage: Union[str, int] = ..., causal: bool = ...,
+                       scale: Optional[float] = ...,
+                       emulate: Optional[bool] = ...) -> Tuple[Any, Any, Any]: ...

@@ -10,8 +10,10 @@
 // so sixteen make_stage() and two cudaMalloc() live side by side in one process.
 //
 // Every refusal is the runners': validate() and the stage's limits give the messages stageNN
-// prints, through refusal(); a bad problem raises ValueError (the runner's exit 2), a stage or
-// device that cannot run it RuntimeError (exit 3). What only arrays can get wrong (rank, dtype,
+// prints, through refusal(); a bad problem, or one the stage's kernels are not made for (a head
+// dim or dtype it does not support, the runner's exit 3), raises ValueError; a device or build
+// that cannot run it RuntimeError (exit 3). run() serves a forward stage, run_backward() a
+// backward one (Stage::kind()). What only arrays can get wrong (rank, dtype,
 // layout, device) is said here, once, in the same shape. flashsteps/__init__.py is the API.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -21,6 +23,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -110,7 +113,7 @@ std::string shape_of(const A& a) {
 // may have any stride). nanobind fills in the strides of a producer that leaves them out.
 template <class A>
 bool contiguous(const A& a) {
-  if (a.stride_ptr() == nullptr) return true;
+  if (a.stride_ptr() == nullptr || a.size() == 0) return true;  // no element has a place
   std::int64_t expect = 1;
   for (std::size_t i = a.ndim(); i-- > 0;) {
     if (a.shape(i) != 1 && a.stride(i) != expect) return false;
@@ -250,37 +253,88 @@ void setup_once(const DeviceInfo& dev) {
   }
 }
 
+// The arrays of one call: Q, K, V, O and LSE (the forward's outputs, a backward stage's inputs),
+// and for a backward stage dO (an input) and dQ, dK, dV (allocated by flashsteps/__init__.py).
+struct Arrays {
+  const Input& q;
+  const Input& k;
+  const Input& v;
+  Output o, lse;
+  std::optional<Input> dout;
+  std::optional<Output> dq, dk, dv;
+  bool backward() const { return dout.has_value(); }
+};
+
+// The call's problem, with what the arrays can get wrong refused, and the stage's kind checked.
+Problem checked_problem(const Arrays& a, bool causal, double scale, bool uint16_is_bf16) {
+  const Problem p = problem_of(a.q, a.k, a.v, causal, scale, uint16_is_bf16);
+  if (a.backward() != (stage().kind() == StageKind::backward)) {
+    bad_problem(std::string("it is a ") + std::string(to_string(stage().kind())) +
+                " stage: flashsteps." +
+                (stage().kind() == StageKind::backward ? "attention_backward" : "attention") +
+                "() runs it");
+  }
+  if (Support s = stage().supports_problem(p); !s) bad_problem(s.reason);
+  if (!a.backward()) return p;
+  // dO is the caller's: Q's shape, dtype, layout and device; dQ, dK, dV come from __init__.py.
+  const Input& dout = *a.dout;
+  bool same = dout.ndim() == 4 && dout.dtype() == a.q.dtype() && contiguous(dout) &&
+              dout.device_type() == a.q.device_type() && dout.device_id() == a.q.device_id();
+  for (std::size_t i = 0; same && i < 4; ++i)
+    same = dout.shape(i) == a.q.shape(i);
+  if (!same) {
+    bad_problem("dO is " + shape_of(dout) + " (" + dtype_name(dout.dtype()) +
+                "); it must be O's: contiguous, " + shape_of(a.q) + " in Q's dtype, on Q's device");
+  }
+  auto check_like = [&](const char* name, const Output& x, const Input& like) {
+    bool ok = x.ndim() == 4 && x.dtype() == like.dtype() && contiguous(x) &&
+              x.device_type() == like.device_type() && x.device_id() == like.device_id();
+    for (std::size_t i = 0; ok && i < 4; ++i)
+      ok = x.shape(i) == like.shape(i);
+    if (!ok) bad_problem(std::string(name) + " " + shape_of(x) + " must be shaped as its input");
+  };
+  check_like("dQ", *a.dq, a.q);
+  check_like("dK", *a.dk, a.k);
+  check_like("dV", *a.dv, a.v);
+  return p;
+}
+
 #if defined(FLASHSTEPS_EMULATED_BUILD) && FLASHSTEPS_EMULATED_BUILD
 
 // On the emulator, as `stageNN --emulate` runs it: the arrays are copied into the emulator's
-// device memory (DeviceTensors; O and LSE poisoned first), the stage launched and run to the end,
-// and O and LSE copied back into the caller's arrays.
-void run(const Input& q, const Input& k, const Input& v, Output o, Output lse, bool causal,
-         double scale, std::uintptr_t /*stream*/, bool uint16_is_bf16) {
-  const Problem p = problem_of(q, k, v, causal, scale, uint16_is_bf16);
-  if (Support s = stage().supports_problem(p); !s) cannot_run(s.reason);
-  if (q.device_type() != nb::device::cpu::value) {
+// device memory (DeviceTensors; the outputs poisoned first), the stage launched and run to the
+// end, and the outputs (O and LSE, or dQ, dK and dV) copied back into the caller's arrays.
+void run_arrays(Arrays& a, bool causal, double scale, bool uint16_is_bf16) {
+  const Problem p = checked_problem(a, causal, scale, uint16_is_bf16);
+  if (a.q.device_type() != nb::device::cpu::value) {
     bad_problem("the emulator runs CPU arrays (NumPy, PyTorch on the CPU), and Q, K and V are on " +
-                device_name(q.device_type(), q.device_id()) +
+                device_name(a.q.device_type(), a.q.device_id()) +
                 "; leave emulate unset to run them on the GPU, or move them to the CPU");
   }
-  check_outputs(p, q, o, lse);
+  check_outputs(p, a.q, a.o, a.lse);
   std::string why;
   const std::optional<DeviceInfo>& dev = device_info(0, &why);
   if (!dev) cannot_run(no_device_reason(stage(), why));
   if (Support s = check_runnable(stage(), p, *dev); !s) cannot_run(s.reason);
   setup_once(*dev);
 
-  HostInputs in{p, {}, {}, {}};
-  auto take = [](const Input& a, std::vector<std::uint16_t>* to) {
-    to->resize(a.size());
-    std::memcpy(to->data(), static_cast<const char*>(a.data()), a.nbytes());
+  auto take = [](const auto& x, auto* to) {
+    to->resize(x.size());
+    std::memcpy(to->data(), static_cast<const char*>(x.data()), x.nbytes());
   };
-  take(q, &in.q);
-  take(k, &in.k);
-  take(v, &in.v);
-  DeviceTensors dt(p, stage().workspace_bytes(p));
-  dt.upload(in);
+  BackwardInputs in{{p, {}, {}, {}}, {}, {}, {}};
+  take(a.q, &in.fwd.q);
+  take(a.k, &in.fwd.k);
+  take(a.v, &in.fwd.v);
+  DeviceTensors dt(p, stage().workspace_bytes(p), stage().kind());
+  if (a.backward()) {
+    take(a.o, &in.o);
+    take(a.lse, &in.lse);
+    take(*a.dout, &in.dout);
+    dt.upload(in);
+  } else {
+    dt.upload(in.fwd);
+  }
   cudaStream_t stream;
   FS_CUDA_CHECK(cudaStreamCreate(&stream));
   dt.poison(stream);
@@ -297,10 +351,17 @@ void run(const Input& q, const Input& k, const Input& v, Output o, Output lse, b
                              ": the launch failed on the emulator: " + e.what());
   }
   FS_CUDA_CHECK(cudaStreamDestroy(stream));
-  const std::vector<std::uint16_t> out_o = dt.download_o();
-  const std::vector<float> out_lse = dt.download_lse();
-  std::memcpy(o.data(), out_o.data(), out_o.size() * sizeof(std::uint16_t));
-  std::memcpy(lse.data(), out_lse.data(), out_lse.size() * sizeof(float));
+  auto give = [](const auto& from, Output& to) {
+    std::memcpy(to.data(), from.data(), from.size() * sizeof(from[0]));
+  };
+  if (a.backward()) {
+    give(dt.download_dq(), *a.dq);
+    give(dt.download_dk(), *a.dk);
+    give(dt.download_dv(), *a.dv);
+  } else {
+    give(dt.download_o(), a.o);
+    give(dt.download_lse(), a.lse);
+  }
 }
 
 #else
@@ -320,26 +381,26 @@ class DeviceScope {
   int previous_ = 0;
 };
 
-// On the GPU, zero-copy: the kernels read Q, K, V and write O and LSE where the caller's arrays
-// are, enqueued on `stream` (the caller's current stream, from flashsteps/__init__.py), without
-// synchronising. A stage's workspace (the unfused stages keep S there) is taken and given back in
-// stream order (cudaMallocAsync / cudaFreeAsync).
+// On the GPU, zero-copy: the kernels read Q, K, V (and a backward stage's O, LSE, dO) and write
+// O and LSE (or dQ, dK, dV) where the caller's arrays are, enqueued on `stream` (the caller's
+// current stream, from flashsteps/__init__.py), without synchronising. A stage's workspace (the
+// unfused stages keep S there) is taken and given back in stream order (cudaMallocAsync /
+// cudaFreeAsync).
 // UNTESTED on hardware: written without a GPU (CONTRIBUTING.md, "The Python package").
-void run(const Input& q, const Input& k, const Input& v, Output o, Output lse, bool causal,
-         double scale, std::uintptr_t stream_handle, bool uint16_is_bf16) {
-  const Problem p = problem_of(q, k, v, causal, scale, uint16_is_bf16);
-  if (Support s = stage().supports_problem(p); !s) cannot_run(s.reason);
-  const bool on_cuda = q.device_type() == nb::device::cuda::value;
+void run_arrays(Arrays& a, bool causal, double scale, std::uintptr_t stream_handle,
+                bool uint16_is_bf16) {
+  const Problem p = checked_problem(a, causal, scale, uint16_is_bf16);
+  const bool on_cuda = a.q.device_type() == nb::device::cuda::value;
   std::string why;
-  const std::optional<DeviceInfo>& dev = device_info(on_cuda ? q.device_id() : 0, &why);
+  const std::optional<DeviceInfo>& dev = device_info(on_cuda ? a.q.device_id() : 0, &why);
   if (!dev) cannot_run(no_device_reason(stage(), why));
   if (!on_cuda) {
-    bad_problem("Q, K and V are on " + device_name(q.device_type(), q.device_id()) +
+    bad_problem("Q, K and V are on " + device_name(a.q.device_type(), a.q.device_id()) +
                 "; the GPU build runs CUDA arrays, and nothing is copied here: move them to the "
                 "GPU, or pass emulate=True to run the stage's kernels on the CPU emulator");
   }
-  check_outputs(p, q, o, lse);
-  // check_runnable() without its free-memory test: Q, K, V, O and LSE are allocated already.
+  check_outputs(p, a.q, a.o, a.lse);
+  // check_runnable() without its free-memory test: the arrays are allocated already.
   if (Support s = supports_device(stage(), *dev); !s) cannot_run(s.reason);
   if (Support s = stage().supports(p, *dev); !s) cannot_run(s.reason);
 
@@ -347,11 +408,17 @@ void run(const Input& q, const Input& k, const Input& v, Output o, Output lse, b
   setup_once(*dev);
   auto stream = reinterpret_cast<cudaStream_t>(stream_handle);
   AttentionArgs args;
-  args.q = q.data();
-  args.k = k.data();
-  args.v = v.data();
-  args.o = o.data();
-  args.lse = static_cast<float*>(lse.data());
+  args.q = a.q.data();
+  args.k = a.k.data();
+  args.v = a.v.data();
+  args.o = a.o.data();
+  args.lse = static_cast<float*>(a.lse.data());
+  if (a.backward()) {
+    args.dout = a.dout->data();
+    args.dq = a.dq->data();
+    args.dk = a.dk->data();
+    args.dv = a.dv->data();
+  }
   const std::int64_t ws = stage().workspace_bytes(p);
   if (ws > 0) {
     if (cudaMallocAsync(&args.workspace, static_cast<std::size_t>(ws), stream) != cudaSuccess) {
@@ -371,12 +438,36 @@ void run(const Input& q, const Input& k, const Input& v, Output o, Output lse, b
 
 #endif
 
+// A forward stage: Q, K, V -> O, LSE.
+void run(const Input& q, const Input& k, const Input& v, Output o, Output lse, bool causal,
+         double scale, [[maybe_unused]] std::uintptr_t stream, bool uint16_is_bf16) {
+  Arrays a{q, k, v, o, lse, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+#if defined(FLASHSTEPS_EMULATED_BUILD) && FLASHSTEPS_EMULATED_BUILD
+  run_arrays(a, causal, scale, uint16_is_bf16);
+#else
+  run_arrays(a, causal, scale, stream, uint16_is_bf16);
+#endif
+}
+
+// A backward stage: Q, K, V, O, LSE, dO -> dQ, dK, dV.
+void run_backward(const Input& q, const Input& k, const Input& v, Output o, Output lse,
+                  const Input& dout, Output dq, Output dk, Output dv, bool causal, double scale,
+                  [[maybe_unused]] std::uintptr_t stream, bool uint16_is_bf16) {
+  Arrays a{q, k, v, o, lse, dout, dq, dk, dv};
+#if defined(FLASHSTEPS_EMULATED_BUILD) && FLASHSTEPS_EMULATED_BUILD
+  run_arrays(a, causal, scale, uint16_is_bf16);
+#else
+  run_arrays(a, causal, scale, stream, uint16_is_bf16);
+#endif
+}
+
 // The stage as stages() reports it: the head dims and dtypes its supports_problem() accepts
 // (asked for every D up to the project's limit, causal and not), and what it needs.
 nb::dict info() {
   nb::dict d;
   d["name"] = std::string(stage().name());
   d["title"] = std::string(stage().title());
+  d["kind"] = std::string(to_string(stage().kind()));
   d["min_compute_capability"] = stage().min_compute_capability();
   d["gpu_requirement"] = stage().gpu_requirement();
   std::vector<std::int64_t> dims;
@@ -422,6 +513,11 @@ void define_stage_module(nb::module_& m) {
   m.def("run", &run, nb::arg("q").noconvert(), nb::arg("k").noconvert(), nb::arg("v").noconvert(),
         nb::arg("o").noconvert(), nb::arg("lse").noconvert(), nb::arg("causal"), nb::arg("scale"),
         nb::arg("stream"), nb::arg("uint16_is_bf16"));
+  m.def("run_backward", &run_backward, nb::arg("q").noconvert(), nb::arg("k").noconvert(),
+        nb::arg("v").noconvert(), nb::arg("o").noconvert(), nb::arg("lse").noconvert(),
+        nb::arg("dout").noconvert(), nb::arg("dq").noconvert(), nb::arg("dk").noconvert(),
+        nb::arg("dv").noconvert(), nb::arg("causal"), nb::arg("scale"), nb::arg("stream"),
+        nb::arg("uint16_is_bf16"));
 #if defined(FLASHSTEPS_EMULATED_BUILD) && FLASHSTEPS_EMULATED_BUILD
   m.def("layout", [] {
     std::ostringstream out;

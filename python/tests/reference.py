@@ -147,3 +147,79 @@ def check_against_sdpa(o, lse, q, k, v, causal=False, dtype="fp16"):
     if not lse_err <= lse_bound:
         failures.append(f"max|LSE - LSE_exact| = {lse_err:.3g} > bound {lse_bound:.3g}")
     return failures, o_err, sdpa_err
+
+
+# --- the backward pass ------------------------------------------------------------------------
+
+def make_backward_inputs(b, h, sq, skv, d, dtype, seed=1, causal=False, scale=None):
+    """What a backward stage reads, as the C++ suite makes it: Q, K, V as make_inputs(); O and LSE
+    from the exact reference forward (never from a stage under test), O rounded to the dtype and
+    LSE to float32; dO uniform in [-1, 1) rounded to the dtype."""
+    q, k, v = make_inputs(b, h, sq, skv, d, dtype, seed)
+    o, lse = reference(q, k, v, causal, scale)
+    rng = np.random.default_rng(seed + 1000)
+    t = numpy_dtype(dtype)
+    dout = rng.uniform(-1, 1, (b, h, sq, d)).astype(np.float32).astype(t)
+    return q, k, v, o.astype(np.float32).astype(t), lse.astype(np.float32), dout
+
+
+def reference_backward(q, k, v, o, lse, dout, causal=False, scale=None, same_precision=False,
+                       dtype="fp16"):
+    """dQ, dK, dV [as Q, K, V] as float64. exact: the gradient of exact attention in float64 from
+    Q, K, V and dO (P recomputed by a float64 softmax, D = rowsum(P o dP)). same_precision: what a
+    careful fp32 kernel computes from the inputs it is given: P = exp(S - LSE) from fp32 scores
+    and the given LSE, D = rowsum(dO o O) in fp32 from the given O, P and dS rounded to the dtype
+    before the products that take them, fp32 sums, the gradients rounded to the dtype. A row that
+    sees no key contributes nothing (dQ = 0). common/src/reference.cpp is the C++ twin."""
+    sq, d = q.shape[2], q.shape[3]
+    skv = k.shape[2]
+    if not scale:
+        scale = 1.0 / np.sqrt(np.float32(d)) if same_precision else 1.0 / np.sqrt(d)
+    work = np.float32 if same_precision else np.float64
+    q, k, v, o, dout = (np.asarray(x).astype(np.float32).astype(work) for x in (q, k, v, o, dout))
+    mask = visible(sq, skv, causal)
+    seen = mask.any(axis=1)[:, None]
+    s = np.where(mask, (q @ np.swapaxes(k, -1, -2)) * work(scale), -np.inf)
+    if same_precision:
+        lse = np.asarray(lse, dtype=np.float32)[..., None]
+        with np.errstate(invalid="ignore"):
+            p = np.where(mask & seen, np.exp(s - np.where(seen, lse, 0)), 0).astype(work)
+        dsum = (dout * o).sum(axis=-1, keepdims=True)
+    else:
+        m = np.where(seen, s.max(axis=-1, keepdims=True, initial=-np.inf), 0)
+        p = np.exp(s - m)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p = np.where(seen, p / p.sum(axis=-1, keepdims=True), 0)
+    dp = dout @ np.swapaxes(v, -1, -2)
+    if not same_precision:
+        dsum = (p * dp).sum(axis=-1, keepdims=True)
+    ds = p * (dp - dsum)
+
+    def rounded(x):
+        return x.astype(numpy_dtype(dtype)).astype(work) if same_precision else x
+
+    pr, dsr = rounded(p), rounded(ds)
+    dv = np.swapaxes(pr, -1, -2) @ dout
+    dk = (np.swapaxes(dsr, -1, -2) @ q) * work(scale)
+    dq = (dsr @ k) * work(scale)
+    return tuple(rounded(x).astype(np.float64) for x in (dq, dk, dv))
+
+
+def check_backward(dq, dk, dv, q, k, v, o, lse, dout, causal=False, scale=None, dtype="fp16"):
+    """The suite's rule for gradients, per X of dQ, dK, dV: max|X - X_exact| <= 2 max|X_same -
+    X_exact| + u max|X_exact|, and no NaN or inf (CONTRIBUTING.md, "The correctness rule").
+    Returns a list of what failed (empty: pass)."""
+    exact = reference_backward(q, k, v, o, lse, dout, causal, scale)
+    same = reference_backward(q, k, v, o, lse, dout, causal, scale, same_precision=True,
+                              dtype=dtype)
+    failures = []
+    for name, x, e, sp in zip(("dQ", "dK", "dV"), (dq, dk, dv), exact, same):
+        x = np.asarray(x).astype(np.float32).astype(np.float64)
+        if not np.isfinite(x).all():
+            failures.append(f"{np.count_nonzero(~np.isfinite(x))} elements of {name} are NaN or inf")
+            continue
+        bound = 2 * np.abs(sp - e).max() + unit_roundoff(dtype) * np.abs(e).max()
+        err = np.abs(x - e).max()
+        if not err <= bound:
+            failures.append(f"max|{name} - {name}_exact| = {err:.3g} > bound {bound:.3g}")
+    return failures

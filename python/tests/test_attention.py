@@ -15,8 +15,9 @@ import pytest
 import flashsteps
 from reference import check, check_against_sdpa, make_inputs, ml_dtypes, reference
 
-STAGES = [s.name for s in flashsteps.stages()]
-EMULATED = [s.name for s in flashsteps.stages() if s.emulated]
+# The forward stages (attention() runs them; test_backward.py has the backward ones).
+STAGES = [s.name for s in flashsteps.stages() if s.kind == "forward"]
+EMULATED = [s.name for s in flashsteps.stages() if s.emulated and s.kind == "forward"]
 
 try:
     import torch
@@ -103,7 +104,8 @@ def test_the_check_fails_on_a_wrong_output():
     assert check(noisy, None, q, k, v) != []
 
 
-# --- refusals: the runners' messages, as ValueError (exit 2) or RuntimeError (exit 3) --------
+# --- refusals: the runners' messages, as ValueError (exit 2, or 3 for a head dim the stage does
+# not support) or RuntimeError (exit 3: no GPU, no module) ----------------------------------------
 
 def assert_runners_refusal(stage, flags, exit_code, exception, call, emulated=True):
     """The runner refuses `flags` with `exit_code`, and `call()` raises `exception` with the
@@ -154,7 +156,7 @@ def test_invalid_problem_is_the_runners_refusal(stage, case):
 @pytest.mark.parametrize("stage", [s for s in EMULATED if UNSUPPORTED_DIM[s] is not None])
 def test_unsupported_head_dim_is_the_runners_refusal(stage):
     d = UNSUPPORTED_DIM[stage]
-    assert_runners_refusal(stage, ["--seq", "3", "--dim", str(d)], 3, RuntimeError,
+    assert_runners_refusal(stage, ["--seq", "3", "--dim", str(d)], 3, ValueError,
                            lambda: head_dim(d)(stage))
 
 
@@ -266,8 +268,14 @@ def test_stages_is_the_build_stage_tree():
     tree = flashsteps.stages()
     names = [s.name for s in tree]
     assert names[0] == "00_scalar" and tree[0].parent is None
-    for s in tree[1:]:
-        assert s.parent in names[: names.index(s.name)], s
+    # Each kind is its own line: its first stage has no parent, the others one of their kind.
+    roots = [s for s in tree if s.parent is None]
+    assert [(s.name, s.kind) for s in roots] == [("00_scalar", "forward"),
+                                                ("09a_bwd_scalar", "backward")]
+    for s in tree:
+        if s.parent is not None:
+            assert s.parent in names[: names.index(s.name)], s
+            assert tree[names.index(s.parent)].kind == s.kind, s
     hopper = tree[names.index("07d_overlap")]
     assert hopper.min_compute_capability == 90 and "sm_90a" in hopper.gpu_requirement
     build = os.environ.get("FLASHSTEPS_BUILD_DIR")
@@ -275,7 +283,8 @@ def test_stages_is_the_build_stage_tree():
         import json
 
         built = json.loads((Path(build) / "stages.json").read_text())["stages"]
-        assert [(s["name"], s["parent"]) for s in built] == [(s.name, s.parent) for s in tree]
+        assert [(s["name"], s["parent"], s["kind"]) for s in built] == \
+            [(s.name, s.parent, s.kind) for s in tree]
 
 
 @pytest.mark.parametrize("stage", ["02_wmma", "06c_swizzle", "07d_overlap"])

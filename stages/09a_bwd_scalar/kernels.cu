@@ -6,9 +6,9 @@
 // rule through O = softmax(scale · Q Kᵀ) V, executed literally. Given dO = dLoss/dO and the
 // forward's O and LSE (natural log), per head:
 //     D_i   = Σ_d dO_id · O_id              (rowdot_kernel: one thread per query row)
-//     S     = scale · Q Kᵀ                  (scores_kernel: one thread per element of S)
+//     S     = scale · Q Kᵀ                  (row_products_kernel: one thread per element of S)
 //     P     = exp(S − LSE)                  (probs_kernel:  in place over S; P recomputed from LSE)
-//     dP    = dO Vᵀ                         (dp_kernel:     one thread per element of dP)
+//     dP    = dO Vᵀ                         (row_products_kernel, on dO and V)
 //     dS    = P ∘ (dP − D)                  (ds_kernel:     in place over dP)
 //     dV    = Pᵀ dO                         (transposed_product_kernel: one thread per element)
 //     dK    = scale · dSᵀ Q                 (transposed_product_kernel, on dS and Q)
@@ -67,26 +67,30 @@ __global__ void rowdot_kernel(const T* __restrict__ dout, const T* __restrict__ 
 }
 //! [rowdot]
 
-// S[bh, i, j] = scale · Σ_d Q[bh, i, d] · K[bh, j, d]; masked entries get -inf.
+//! [products]
+// out[bh, i, j] = factor · Σ_d X[bh, i, d] · Y[bh, j, d] over the visible (i, j); a masked entry
+// gets `masked`. S = scale · Q Kᵀ (masked: -inf) and dP = dO Vᵀ (masked: 0, as its P is) are
+// this one product, one thread per element as stage 00's scores kernel.
 template <class T, bool kCausal>
-__global__ void scores_kernel(const T* __restrict__ q, const T* __restrict__ k,
-                              float* __restrict__ s, Shape sh) {
+__global__ void row_products_kernel(const T* __restrict__ x, const T* __restrict__ y,
+                                    float* __restrict__ out, float factor, float masked, Shape sh) {
   FS_FOR_EACH_ELEMENT(idx, sh.bh * sh.sq * sh.skv) {
     const std::int64_t j = idx % sh.skv;
     const std::int64_t i = (idx / sh.skv) % sh.sq;
     const std::int64_t bh = idx / (sh.skv * sh.sq);
     if (j >= causal_kv_end(i, sh.sq, sh.skv, kCausal)) {
-      s[idx] = -INFINITY;
+      out[idx] = masked;
       continue;
     }
-    const T* qi = q + (bh * sh.sq + i) * sh.d;   // (D) row of Q
-    const T* kj = k + (bh * sh.skv + j) * sh.d;  // (D) row of K
+    const T* xi = x + (bh * sh.sq + i) * sh.d;   // (D) row of Q or dO
+    const T* yj = y + (bh * sh.skv + j) * sh.d;  // (D) row of K or V
     float acc = 0.0f;
     for (std::int64_t d = 0; d < sh.d; ++d)
-      acc += to_f32(qi[d]) * to_f32(kj[d]);
-    s[idx] = acc * sh.scale;
+      acc += to_f32(xi[d]) * to_f32(yj[d]);
+    out[idx] = acc * factor;
   }
 }
+//! [products]
 
 //! [probs]
 // P[bh, i, j] = exp(S[bh, i, j] − LSE[bh, i]), in place: the forward's softmax, recomputed from
@@ -101,27 +105,6 @@ __global__ void probs_kernel(float* __restrict__ s, const float* __restrict__ ls
   }
 }
 //! [probs]
-
-// dP[bh, i, j] = Σ_d dO[bh, i, d] · V[bh, j, d]; masked entries are 0 (their P is 0 anyway).
-template <class T, bool kCausal>
-__global__ void dp_kernel(const T* __restrict__ dout, const T* __restrict__ v,
-                          float* __restrict__ dp, Shape sh) {
-  FS_FOR_EACH_ELEMENT(idx, sh.bh * sh.sq * sh.skv) {
-    const std::int64_t j = idx % sh.skv;
-    const std::int64_t i = (idx / sh.skv) % sh.sq;
-    const std::int64_t bh = idx / (sh.skv * sh.sq);
-    if (j >= causal_kv_end(i, sh.sq, sh.skv, kCausal)) {
-      dp[idx] = 0.0f;
-      continue;
-    }
-    const T* doi = dout + (bh * sh.sq + i) * sh.d;  // (D) row of dO
-    const T* vj = v + (bh * sh.skv + j) * sh.d;     // (D) row of V
-    float acc = 0.0f;
-    for (std::int64_t d = 0; d < sh.d; ++d)
-      acc += to_f32(doi[d]) * to_f32(vj[d]);
-    dp[idx] = acc;
-  }
-}
 
 //! [ds]
 // dS[bh, i, j] = P[bh, i, j] · (dP[bh, i, j] − D[bh, i]), in place over dP: the softmax's
@@ -198,12 +181,12 @@ void enqueue(const Shape& sh, const AttentionArgs& a, cudaStream_t stream) {
   //! [enqueue]
   FS_CUDA_CHECK(launch_kernel(rowdot_kernel<T>, blocks(sh.bh * sh.sq), Tile::kThreads, 0, stream,
                               dout, o, dsum, sh));
-  FS_CUDA_CHECK(launch_kernel(scores_kernel<T, kCausal>, blocks(matrix), Tile::kThreads, 0, stream,
-                              q, k, s, sh));
+  FS_CUDA_CHECK(launch_kernel(row_products_kernel<T, kCausal>, blocks(matrix), Tile::kThreads, 0,
+                              stream, q, k, s, sh.scale, -INFINITY, sh));  // S = scale Q Kᵀ
   FS_CUDA_CHECK(launch_kernel(probs_kernel<kCausal>, blocks(matrix), Tile::kThreads, 0, stream, s,
                               static_cast<const float*>(a.lse), sh));
-  FS_CUDA_CHECK(launch_kernel(dp_kernel<T, kCausal>, blocks(matrix), Tile::kThreads, 0, stream,
-                              dout, v, dp, sh));
+  FS_CUDA_CHECK(launch_kernel(row_products_kernel<T, kCausal>, blocks(matrix), Tile::kThreads, 0,
+                              stream, dout, v, dp, 1.0f, 0.0f, sh));  // dP = dO Vᵀ
   FS_CUDA_CHECK(
       launch_kernel(ds_kernel, blocks(matrix), Tile::kThreads, 0, stream, s, dp, dsum, sh));
   const std::int64_t kv = sh.bh * sh.skv * sh.d, qo = sh.bh * sh.sq * sh.d;
@@ -226,9 +209,9 @@ std::vector<KernelLaunchInfo> kernel_list(const Shape&) {
   };
   return {
       info("rowdot", reinterpret_cast<const void*>(&rowdot_kernel<T>)),
-      info("scores", reinterpret_cast<const void*>(&scores_kernel<T, kCausal>)),
+      info("scores", reinterpret_cast<const void*>(&row_products_kernel<T, kCausal>)),
       info("probs", reinterpret_cast<const void*>(&probs_kernel<kCausal>)),
-      info("dp", reinterpret_cast<const void*>(&dp_kernel<T, kCausal>)),
+      info("dp", reinterpret_cast<const void*>(&row_products_kernel<T, kCausal>)),
       info("ds", reinterpret_cast<const void*>(&ds_kernel)),
       info("dv", reinterpret_cast<const void*>(&transposed_product_kernel<T>)),
       info("dk", reinterpret_cast<const void*>(&transposed_product_kernel<T>)),

@@ -192,6 +192,14 @@ TEST_CASE("same inputs twice give bitwise the same output") {
     if (!check_runnable(stage(), p, device())) continue;
     const BackwardInputs in = make_stage_inputs(p, fresh_seed());
     const Outputs a = run_once(p, in), b = run_once(p, in);
+    if (!stage().deterministic()) {  // atomics in the hardware's order: each run must pass
+      for (const Outputs* out : {&a, &b}) {
+        const Verdict v = check_outputs(p, in, *out, 4);
+        INFO(v.summary);
+        CHECK(v.pass);
+      }
+      continue;
+    }
     CHECK(same_bits(a.o, b.o));
     CHECK(same_bits(a.lse, b.lse));
     CHECK(same_bits(a.dq, b.dq));

@@ -4,11 +4,13 @@
 # flashsteps_add_stage() only declares the stage.
 #
 #   cmake -DROOT=<src> -DBUILD_LIST=<build>/stages.json -DTABLE=<fs_table> -DWORK=<dir>
-#         [-DBAD=orphan|runner_clash|untitled|quoted_teaches] -P add_stage.cmake
+#         [-DBAD=orphan|runner_clash|untitled|quoted_teaches|kind_mismatch|second_backward_root]
+#         -P add_stage.cmake
 #
 # BUILD_LIST is the list the configure step wrote; the script's own list must be that one plus
 # the new stage. BAD declares instead a stage the tree must refuse — one whose parent does not
-# exist, one whose runner another stage has, one with no TITLE, one whose TEACHES holds a quote — and the
+# exist, one whose runner another stage has, one with no TITLE, one whose TEACHES holds a quote, a
+# forward stage on a backward parent, a second backward stage without a parent — and the
 # declaration must fail (the test that runs it expects the message).
 cmake_minimum_required(VERSION 3.25)
 foreach(var ROOT BUILD_LIST TABLE WORK)
@@ -27,8 +29,17 @@ foreach(manifest IN LISTS baseline_manifests)
 endforeach()
 include("${ROOT}/stages/CMakeLists.txt")
 
+# The forward line of the tree (the backward stages, KIND backward, are a line of their own):
+# the stages below build on it.
+set(forward_stages "")
+foreach(name IN LISTS built_STAGES)
+  if(NOT "${built_KIND_${name}}" STREQUAL "backward")
+    list(APPEND forward_stages ${name})
+  endif()
+endforeach()
+
 # A declaration the tree must refuse (each test that runs one expects its message).
-list(GET built_STAGES -1 last_stage)
+list(GET forward_stages -1 last_stage)
 if(BAD STREQUAL "orphan")
   flashsteps_add_stage(09_orphan SOURCES kernels.cu launcher.cu PARENT 99_nowhere)
 elseif(BAD STREQUAL "runner_clash")
@@ -40,15 +51,22 @@ elseif(BAD STREQUAL "untitled")
 elseif(BAD STREQUAL "quoted_teaches")
   flashsteps_add_stage(09_quoted SOURCES kernels.cu launcher.cu PARENT ${last_stage}
                        TITLE "t" TEACHES "a \"quoted\" word")
+elseif(BAD STREQUAL "kind_mismatch")
+  # Each kind is its own line: a forward stage cannot build on a backward one.
+  flashsteps_add_stage(09z_mixed SOURCES kernels.cu launcher.cu PARENT 09a_bwd_scalar
+                       TITLE "t" TEACHES "t")
+elseif(BAD STREQUAL "second_backward_root")
+  flashsteps_add_stage(09z_root SOURCES kernels.cu launcher.cu KIND backward TITLE "t" TEACHES "t")
 endif()
 if(DEFINED BAD)
   message(FATAL_ERROR "add_stage.cmake: the declaration BAD=${BAD} was accepted")
 endif()
 
 # A new stage is a folder with its manifest (nothing is compiled here: tests/stages/new-stage.sh
-# builds one in a clone). Its parent is not the last stage, so "parent" and "listed before" differ.
+# builds one in a clone). Its parent is not the last forward stage, so "parent" and "listed before"
+# differ.
 # Its folder is a copy of its parent's kernels, so its step is empty.
-list(GET built_STAGES -2 throwaway_parent)
+list(GET forward_stages -2 throwaway_parent)
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}/08_throwaway")
 file(COPY "${ROOT}/${built_DIR_${throwaway_parent}}/kernels.cu"

@@ -141,11 +141,20 @@ TEST_CASE("the stage list: the build's tree, parents and unreadable lists", "[st
   CHECK(built.parent_of("00_scalar").empty());
   CHECK(built.parent_of("03_online_softmax") == "02_wmma");
   CHECK(built.parent_of("05_warp_specialized") == "04_cp_async");
-  // Every stage but the first builds on one listed before it.
+  // Every stage but the first of its kind builds on one of its kind listed before it; the
+  // backward line starts at 09a_bwd_scalar.
   const std::vector<std::string> names = built.names();
   for (std::size_t i = 1; i < names.size(); ++i) {
+    const StageList::Stage& s = built.stages[i];
+    INFO(s.name);
+    if (s.parent.empty()) {
+      CHECK((s.name == "09a_bwd_scalar" && s.kind == StageKind::backward));
+      continue;
+    }
     const auto before_end = names.begin() + static_cast<std::ptrdiff_t>(i);
-    CHECK(std::find(names.begin(), before_end, built.stages[i].parent) != before_end);
+    const auto parent = std::find(names.begin(), before_end, s.parent);
+    REQUIRE(parent != before_end);
+    CHECK(built.stages[static_cast<std::size_t>(parent - names.begin())].kind == s.kind);
   }
   CHECK(built.parent_of("06a_mma_sync") == "04_cp_async");
   CHECK(built.parent_of("06b_registers") == "06a_mma_sync");
@@ -598,9 +607,10 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
   const BookResult r = write_book(kFixtures / "no_such_run", out.path, build_stages());
   CHECK_THAT(r.missing_reason, ContainsSubstring("does not exist"));
   const auto& written = r.written;
-  std::vector<std::string> expected = {"table_all.md",    "provenance.md",   "emu_compare.md",
-                                       "plot_stages.dat", "plot_stages.svg", "plot_seqlen.dat",
-                                       "plot_seqlen.svg", "stage_table.md",  "stage_pages.md"};
+  std::vector<std::string> expected = {
+      "table_all.md",    "provenance.md",          "emu_compare.md",  "plot_stages.dat",
+      "plot_stages.svg", "plot_seqlen.dat",        "plot_seqlen.svg", "stage_table.md",
+      "stage_pages.md",  "stage_pages_backward.md"};
   for (const std::string& s : build_stages().names()) {
     for (const char* kind :
          {"table_", "ncu_", "ncu_diff_", "verdict_", "emu_", "step_", "status_"}) {
@@ -624,17 +634,21 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
       CHECK_THAT(read(out.path / f), StartsWith("1. \\subpage stage00\n2. \\subpage stage01\n") &&
                                          ContainsSubstring(". \\subpage stage06b\n") &&
                                          EndsWith(". \\subpage stage07d\n"));
+    } else if (f == "stage_pages_backward.md") {  // Part IV: the backward line
+      CHECK_THAT(read(out.path / f), StartsWith("1. \\subpage stage09a\n"));
     } else if (f == "stage_table.md") {
       CHECK_THAT(read(out.path / f),
                  ContainsSubstring("| `06c_swizzle` | `06b_registers` | \\ref stage06c | the XOR "
                                    "swizzle in place of padded shared-memory rows | not yet "
                                    "measured on a GPU"));
-    } else if (f != "ncu_diff_00_scalar.md") {
+    } else if (f != "ncu_diff_00_scalar.md" && f != "ncu_diff_09a_bwd_scalar.md") {  // roots
       CHECK_THAT(read(out.path / f), ContainsSubstring("No measurement committed yet") &&
                                          ContainsSubstring("`bench/gpu-check.sh`"));
     }
   }
   CHECK_THAT(read(out.path / "ncu_diff_00_scalar.md"), ContainsSubstring("is the first stage"));
+  CHECK_THAT(read(out.path / "ncu_diff_09a_bwd_scalar.md"),
+             ContainsSubstring("is the first stage of its line"));
 }
 
 TEST_CASE("without a run, the book still judges what the build can: its ptxas reports",

@@ -261,7 +261,8 @@ std::string ncu_diff_page(const RunData& run, std::string_view stage,
   std::string prev = run.stages.parent_of(stage);
   if (prev.empty()) {
     return md(code(std::string(stage)) +
-              plain(" is the first stage: there is no parent's profile to compare with.")) +
+              plain(" is the first stage of its line: there is no parent's profile to compare "
+                    "with.")) +
            "\n";
   }
   // An unmeasured parent: the diff is against the nearest ancestor the run measured, said so.
@@ -523,7 +524,8 @@ BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const St
   }
   // The front page's table of the stages and Part II's list of their chapters, from the tree.
   w.write("stage_table.md", book_stage_table(run));
-  w.write("stage_pages.md", book_stage_pages(run.stages));
+  w.write("stage_pages.md", book_stage_pages(run.stages, StageKind::forward));  // Part II
+  w.write("stage_pages_backward.md", book_stage_pages(run.stages, StageKind::backward));  // IV
   for (const StepSize& s : step_sizes(run.stages, FS_TABLE_SOURCE_DIR))
     w.write("step_" + s.stage + ".md", md(step_text(s)) + "\n");
   for (const std::string& stage : run.stages.names()) {

@@ -217,8 +217,15 @@ Table shape_table(const RunData& run, const Problem& shape) {
     } else {
       row.push_back(notes.annotate(ratio_cell(*ref.m, m), skipped_parents_note(cp)));
     }
-    row.push_back(ratio_to(flash, "sdpa_flash", m));
-    row.push_back(ratio_to(cudnn, "sdpa_cudnn", m));
+    if (run.kind_of(b) == StageKind::forward) {
+      row.push_back(ratio_to(flash, "sdpa_flash", m));
+      row.push_back(ratio_to(cudnn, "sdpa_cudnn", m));
+    } else {  // a backward against SDPA's backward
+      for (const char* ref : {"sdpa_flash", "sdpa_cudnn"}) {
+        const std::string r = sdpa_of_kind(ref, StageKind::backward);
+        row.push_back(ratio_to(lookup_time(run, r, shape), r, m));
+      }
+    }
     t.rows.push_back(std::move(row));
   }
   t.notes = notes.notes();
@@ -244,7 +251,11 @@ Table stage_table(const RunData& run, std::string_view stage, DType dtype) {
   column(plain("% of peak"), true);
   std::vector<std::string> refs;
   if (!prev.empty()) refs.push_back(prev);
-  refs.insert(refs.end(), {"sdpa_flash", "sdpa_cudnn", "baseline_cublas"});
+  // A backward stage against SDPA's backward (no cuBLAS backward baseline).
+  const StageKind kind = run.kind_of(stage);
+  refs.push_back(sdpa_of_kind("sdpa_flash", kind));
+  refs.push_back(sdpa_of_kind("sdpa_cudnn", kind));
+  if (kind == StageKind::forward) refs.push_back("baseline_cublas");
   for (const std::string& r : refs) {
     // An ancestor standing in for an unmeasured parent says so in a note on its column.
     const bool stand_in = r == prev && !cp.skipped.empty() && !cp.stage.empty();

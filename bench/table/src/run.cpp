@@ -62,6 +62,19 @@ bool RunData::has_backend(std::string_view backend) const {
                      [&](const Measurement& m) { return m.backend == backend; });
 }
 
+StageKind RunData::kind_of(std::string_view backend) const {
+  if (backend.rfind("sdpa_bwd_", 0) == 0) return StageKind::backward;
+  for (const StageList::Stage& s : stages.stages) {
+    if (s.name == backend) return s.kind;
+  }
+  return StageKind::forward;
+}
+
+std::string sdpa_of_kind(std::string_view sdpa, StageKind kind) {
+  if (kind == StageKind::forward) return std::string(sdpa);
+  return "sdpa_bwd_" + std::string(sdpa.substr(std::string_view("sdpa_").size()));
+}
+
 RunData::ComparedParent RunData::compared_parent(std::string_view stage) const {
   ComparedParent out;
   for (const std::string& p : stages.ancestors_of(stage)) {
@@ -114,7 +127,9 @@ StageList parse_stage_list(const std::string& json, const std::string& origin) {
            e.value("measured_as", std::string()), e.value("dir", std::string()),
            e.value("large_step", std::string()), e.value("ancestors", std::vector<std::string>()),
            e.value("number", std::string()), e.value("title", std::string()),
-           e.value("teaches", std::string()), e.value("anchor", std::string())});
+           e.value("teaches", std::string()), e.value("anchor", std::string()),
+           e.value("kind", std::string("forward")) == "backward" ? StageKind::backward
+                                                                 : StageKind::forward});
     }
     for (const auto& e : j.value("baselines", nlohmann::json::array())) {
       list.baselines.push_back(e.at("name").get<std::string>());
@@ -237,6 +252,7 @@ void read_entry(const nlohmann::json& e, const std::string& file, RunData* run, 
   }
   Measurement m;
   m.backend = backend;
+  m.kind = backend.rfind("sdpa_bwd_", 0) == 0 ? StageKind::backward : StageKind::forward;
   m.problem = *problem;
   m.file = file;
   m.label = e.value("label", std::string());
@@ -336,6 +352,13 @@ RunData load_run(const fs::path& dir, StageList stages) {
     run.measured_as[s.name] = s.measured_as;
     for (Measurement& m : run.measurements) {
       if (m.backend == s.measured_as) m.backend = s.name;
+    }
+  }
+  // A backward stage's entries count the backward's FLOPs.
+  for (const StageList::Stage& s : run.stages.stages) {
+    if (s.kind != StageKind::backward) continue;
+    for (Measurement& m : run.measurements) {
+      if (m.backend == s.name) m.kind = StageKind::backward;
     }
   }
   if (run.measurements.empty() && run.peaks.empty()) {

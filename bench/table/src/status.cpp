@@ -213,6 +213,10 @@ Table status_table(const RunData& run) {
   std::vector<std::string> rows = run.stages.names();
   rows.insert(rows.end(), run.stages.baselines.begin(), run.stages.baselines.end());
   rows.insert(rows.end(), std::begin(kSdpaBackends), std::end(kSdpaBackends));
+  for (std::string_view b : kSdpaBackends) {  // SDPA's backward, where the run timed it
+    if (run.has_backend(sdpa_of_kind(b, StageKind::backward)))
+      rows.push_back(sdpa_of_kind(b, StageKind::backward));
+  }
   for (const std::string& b : rows) {
     const bool sdpa = b.rfind("sdpa_", 0) == 0;  // timed only: no suite, no sanitizers
     std::vector<Text> row{code(b)};
@@ -240,8 +244,8 @@ Table status_table(const RunData& run) {
     row.push_back(t_b.m        ? plain(fmt_sig(t_b.m->flops_per_second() / 1e12))
                   : unmeasured ? plain("-")
                                : notes.mark(t_b.reason));
-    for (const char* ref : {"sdpa_flash", "sdpa_cudnn"}) {
-      const TimeLookup t_r = lookup_time(run, ref, shape);
+    for (const char* ref : {"sdpa_flash", "sdpa_cudnn"}) {  // a backward against SDPA's backward
+      const TimeLookup t_r = lookup_time(run, sdpa_of_kind(ref, run.kind_of(b)), shape);
       row.push_back(t_b.m && t_r.m ? plain(fmt_ratio(speedup(t_r.m->median_ms, t_b.m->median_ms)))
                                    : plain("-"));
     }
@@ -369,9 +373,12 @@ Table stage_tree_table(const StageList& stages) {
   t.header = {plain("stage"), plain("folder"), plain("builds on"), plain("what it teaches")};
   t.numeric = {false, false, false, false};
   for (const StageList::Stage& s : stages.stages) {
-    t.rows.push_back({plain(number_of(stages, s.name)), code(s.dir),
-                      plain(s.parent.empty() ? "—" : number_of(stages, s.parent)),
-                      inline_markup(s.teaches)});
+    // The first stage of the backward line builds on no stage: it starts its own line.
+    const std::string parent = !s.parent.empty()               ? number_of(stages, s.parent)
+                               : s.kind == StageKind::backward ? "— (the backward line starts here)"
+                                                               : "—";
+    t.rows.push_back(
+        {plain(number_of(stages, s.name)), code(s.dir), plain(parent), inline_markup(s.teaches)});
   }
   for (const StageList::Baseline& b : stages.baseline_info)
     t.rows.push_back({plain("—"), code(b.dir), plain("—"), inline_markup(b.teaches)});
@@ -395,11 +402,12 @@ std::string book_stage_table(const RunData& run) {
   return md;
 }
 
-std::string book_stage_pages(const StageList& stages) {
+std::string book_stage_pages(const StageList& stages, StageKind kind) {
   std::string md;
   int k = 0;
-  for (const StageList::Stage& s : stages.stages)
-    md += std::to_string(++k) + ". \\subpage " + s.anchor + "\n";
+  for (const StageList::Stage& s : stages.stages) {
+    if (s.kind == kind) md += std::to_string(++k) + ". \\subpage " + s.anchor + "\n";
+  }
   return md;
 }
 

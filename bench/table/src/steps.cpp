@@ -122,7 +122,8 @@ std::string step_problem(const StepSize& s) {
 Text step_text(const StepSize& s) {
   const std::string files = "kernels.cu + kernels.cuh";
   if (s.parent.empty()) {
-    return plain("Step size: the first stage, " + std::to_string(s.child_lines) + " code lines (") +
+    return plain("Step size: the first stage of its line, " + std::to_string(s.child_lines) +
+                 " code lines (") +
            code(files) + plain(", comments and blank lines dropped).");
   }
   Text t = plain("Step size against ") + code(s.parent) +

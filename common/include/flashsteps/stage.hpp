@@ -82,6 +82,10 @@ class Stage {
   }
   /// The fragment layouts the stage's lesson is about: `--emulate --layout` prints them.
   virtual std::vector<FragmentLayout> fragment_layouts() const { return {}; }
+  /// Whether two launches on the same inputs give bitwise the same outputs (the GPU suite checks
+  /// it). A stage that sums with atomics in an order the hardware picks (a fused backward's dQ)
+  /// returns false, and the suite checks each of the two runs against the references instead.
+  virtual bool deterministic() const { return true; }
   /// Largest sequence length the bench harness times (slow teaching stages cap it).
   virtual std::int64_t bench_max_seq() const { return std::int64_t{1} << 30; }
 

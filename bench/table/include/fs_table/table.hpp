@@ -135,7 +135,8 @@ std::vector<CommentedLine> read_commented_lines(std::istream& in);
 ///   {"stages": [{"name": "04_cp_async", "parent": "03_online_softmax", "dir": ...}, ...],
 ///    "baselines": [{"name": "baseline_cublas", "dir": ...}]}
 ///
-/// The stages come in declaration order, each after its parent; only the first has none.
+/// The stages come in declaration order, each after its parent; only the first of each kind
+/// (forward, backward) has none.
 struct StageList {
   struct Stage {
     std::string name;
@@ -150,6 +151,7 @@ struct StageList {
     std::string title;    ///< the manifest's TITLE
     std::string teaches;  ///< the manifest's TEACHES: the stage tables' "what it teaches"
     std::string anchor;   ///< its chapter's page anchor (stage06c), empty without a chapter
+    StageKind kind = StageKind::forward;  ///< the manifest's KIND
   };
   struct Baseline {
     std::string name;
@@ -178,6 +180,10 @@ StageList load_stage_list(const std::filesystem::path& file);
 inline constexpr std::string_view kSdpaBackends[] = {"sdpa_flash", "sdpa_cudnn", "sdpa_efficient",
                                                      "sdpa_math"};
 
+/// The SDPA entry a backend of `kind` is compared with: `sdpa` itself ("sdpa_flash") for the
+/// forward, its backward ("sdpa_bwd_flash") for the backward.
+std::string sdpa_of_kind(std::string_view sdpa, StageKind kind);
+
 /// One benchmark entry: a backend at a shape, timed or failed.
 struct Measurement {
   std::string backend;  ///< "03_online_softmax", "sdpa_flash", ...
@@ -192,8 +198,11 @@ struct Measurement {
   /// Its p10-p90 spread exceeds kNoisySpread of its median: the tables mark it "noisy", and a
   /// ratio built on it, so that no one reads it as one number.
   bool noisy() const;
-  /// FLOP/s from the shape (Problem::flops, FlashAttention's count) and the median time.
-  double flops_per_second() const { return problem.flops() / (median_ms * 1e-3); }
+  /// Forward or backward: a backward stage's entries (its KIND) and SDPA's backward backends
+  /// (sdpa_bwd_<backend>, bench/sdpa/sdpa_bench.py) count the backward's FLOPs.
+  StageKind kind = StageKind::forward;
+  /// FLOP/s from the shape (Problem::flops of its kind, FlashAttention's count) and the median.
+  double flops_per_second() const { return problem.flops(kind) / (median_ms * 1e-3); }
 };
 
 /// The spread (p90 - p10, over the median) above which a time is marked noisy.
@@ -243,6 +252,9 @@ struct RunData {
   std::vector<std::string> file_names(const std::vector<std::string>& stages) const;
   const Measurement* find(std::string_view backend, const Problem& shape) const;
   bool has_backend(std::string_view backend) const;
+  /// Whether `backend`'s entries are a backward pass: a stage of KIND backward, or SDPA's
+  /// backward (sdpa_bwd_<backend>).
+  StageKind kind_of(std::string_view backend) const;
   /// The stage `stage` is compared with in this run's "vs parent" columns: its parent when the
   /// run measured it, else the nearest ancestor the run measured (parents it skips, nearest first,
   /// in `skipped`); empty when `stage` has no parent or no ancestor was measured.
@@ -620,9 +632,10 @@ Table stage_tree_table(const StageList& stages);
 /// `readme` with the stage table between kStagesBegin and kStagesEnd replaced.
 std::string replace_stages_block(const std::string& readme, const StageList& stages);
 /// The book's generated lists of the stages (book/chapters/index.md and part_2.md include them):
-/// the table of every stage with its chapter and status, and the \subpage list of the chapters.
+/// the table of every stage with its chapter and status, and the \subpage list of the chapters of
+/// one kind (Part II the forward stages', Part IV the backward stages').
 std::string book_stage_table(const RunData& run);
-std::string book_stage_pages(const StageList& stages);
+std::string book_stage_pages(const StageList& stages, StageKind kind);
 
 // ---- emulated counts ----------------------------------------------------------------------------
 // The emulator's counts at a profile's shape (emu_<stage>.csv, written by bench/emu-profile.sh in
