@@ -70,12 +70,14 @@ flashsteps_fault(08a_empty_arrive_before_pv_wait STAGE 08a_intra_overlap
   FROM [=[      ptx::wgmma_wait_group<0>();
       ptx::wgmma_fence_operand(o_acc);
       ptx::wgmma_fence_operand(p_frag);
-      if constexpr (!kFirst)
-        cuda::ptx::mbarrier_arrive(&empty[sp]);  // K_{j-1}, V_{j-1} may be overwritten]=]
+      if constexpr (!kFirst) {
+        cuda::ptx::mbarrier_arrive(&empty[sp]);  // K_{j-1}, V_{j-1} may be overwritten
+      }]=]
   TO   [=[      ptx::wgmma_fence_operand(o_acc);
       ptx::wgmma_fence_operand(p_frag);
-      if constexpr (!kFirst)
+      if constexpr (!kFirst) {
         cuda::ptx::mbarrier_arrive(&empty[sp]);  // K_{j-1}, V_{j-1} may be overwritten
+      }
       ptx::wgmma_wait_group<0>();]=]
   EXPECT "a TMA load \\(cp.async.bulk.tensor\\) issued at .*kernels.cu:[0-9]+.* writes shared memory 0x[0-9a-f]+..0x[0-9a-f]+, of which 0x[0-9a-f]+ is an operand byte that wgmma.mma_async.m64n64k16 #[0-9]+ of warpgroup [12] \\(issued at .*kernels.cu:[0-9]+\\)\\) may still read \\(its B operand\\)"
   TESTS "same inputs twice*")

@@ -428,13 +428,13 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       ptx::wgmma_wait_group<0>();
       ptx::wgmma_fence_operand(o_acc);
       ptx::wgmma_fence_operand(p_frag);
-      if constexpr (!kFirst)
+      if constexpr (!kFirst) {
         cuda::ptx::mbarrier_arrive(&empty[sp]);  // K_{j-1}, V_{j-1} may be overwritten
-
-        //! [p_in_registers]
-        // The S accumulator's n8 slices 2kk, 2kk+1 hold exactly the register A operand of k16 step
-        // kk (the mma.m16n8k16 A fragment per warp, ptx.cuh): rounded to the dtype and packed in
-        // pairs, no data crosses lanes.
+      }
+      //! [p_in_registers]
+      // The S accumulator's n8 slices 2kk, 2kk+1 hold exactly the register A operand of k16 step
+      // kk (the mma.m16n8k16 A fragment per warp, ptx.cuh): rounded to the dtype and packed in
+      // pairs, no data crosses lanes.
 #pragma unroll
       for (int kk = 0; kk < Tile::kPV; ++kk) {
         p_frag[kk][0] = pack2<T>(s_acc[8 * kk + 0], s_acc[8 * kk + 1]);  // row g, keys 2t..
