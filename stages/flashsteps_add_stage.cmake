@@ -323,7 +323,7 @@ function(_flashsteps_add_sass_overlap_tests name parent)
   set(script "${FLASHSTEPS_ROOT}/bench/sass-trips.py")
   get_property(dir GLOBAL PROPERTY FLASHSTEPS_STAGE_DIR_${name})
   add_test(NAME sass.overlap.${name} COMMAND ${Python_EXECUTABLE} ${script} overlap ${dir})
-  set_tests_properties(sass.overlap.${name} PROPERTIES LABELS cpu TIMEOUT 300)
+  set_tests_properties(sass.overlap.${name} PROPERTIES LABELS cpu TIMEOUT 600)
   get_property(parent_has GLOBAL PROPERTY FLASHSTEPS_STAGE_SASS_OVERLAP_${parent})
   if(parent STREQUAL "" OR parent_has)
     return()
@@ -331,7 +331,7 @@ function(_flashsteps_add_sass_overlap_tests name parent)
   # The parent's SASS must fail the check, for the hoisted wait, in every tile body.
   get_property(parent_dir GLOBAL PROPERTY FLASHSTEPS_STAGE_DIR_${parent})
   add_test(NAME sass.overlap.${parent} COMMAND ${Python_EXECUTABLE} ${script} overlap ${parent_dir})
-  set_tests_properties(sass.overlap.${parent} PROPERTIES LABELS cpu TIMEOUT 300
+  set_tests_properties(sass.overlap.${parent} PROPERTIES LABELS cpu TIMEOUT 600
     PASS_REGULAR_EXPRESSION "overlap: FAIL: .*WARPGROUP.DEPBAR.LE gsb0, 0x0 \\(the wait for P V\\) comes before [1-9][0-9]* of the"
     FAIL_REGULAR_EXPRESSION "overlap: ok:|no steady-state tile body|sass-trips: needs")
 endfunction()
