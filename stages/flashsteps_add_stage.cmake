@@ -6,7 +6,7 @@
 # flashsteps_add_stage(<name> SOURCES <files...> (PARENT <stage> | BASELINE) [DIR <folder>]
 #                      TITLE "<title>" TEACHES "<what it teaches>" [KIND forward|backward]
 #                      [CHAPTER <path>] [ARCHS <archs...>] [WATCHDOG] [SASS_OVERLAP]
-#                      [MEASURED_AS <old name>] [LARGE_STEP "<why>"])
+#                      [MEASURED_AS <old name>] [LARGE_STEP "<why>"] [PART <part>])
 #
 # Turns one stage folder into everything a reader runs:
 #   fs_stage_<name>   a library with the stage's kernels and launcher (defines make_stage())
@@ -33,6 +33,9 @@
 # are then compiled a second time, with the watchdog on, into fs_stage_<name>_checked, which the
 # GPU suite links: a wait that never ends fails the test with a message instead of hanging it.
 # The runner and the bench keep the library without it, so what they time is unchanged.
+# PART: the book's part its chapter is in, by the part page's name: PART past_cudnn puts the chapter
+# under book/chapters/part_past_cudnn.md (which lists it with \include{doc}
+# stage_pages_past_cudnn.md); without it the chapter is in Part II (stage_pages.md).
 # SASS_OVERLAP: in the stage's sm_90a SASS every steady-state tile body runs its softmax (MUFU.EX2)
 # between the wait for S_j and the wait for P_{j-1} V_{j-1} (the two WARPGROUP.DEPBAR.LE): CPU test
 # sass.overlap.<name> (bench/sass-trips.py overlap). When its parent does not declare it, the test
@@ -180,7 +183,7 @@ function(flashsteps_stage)
   get_filename_component(dir "${CMAKE_CURRENT_LIST_DIR}" ABSOLUTE)
   get_filename_component(name "${dir}" NAME)
   set(options WATCHDOG BASELINE SASS_OVERLAP)
-  set(one PARENT MEASURED_AS LARGE_STEP TITLE TEACHES KIND CHAPTER)
+  set(one PARENT MEASURED_AS LARGE_STEP TITLE TEACHES KIND CHAPTER PART)
   cmake_parse_arguments(PARSE_ARGV 0 M "${options}" "${one}" "SOURCES;ARCHS")
   if(M_BASELINE)
     set(name "baseline_${name}")  # bench/baselines/cublas: baseline_cublas
@@ -212,7 +215,7 @@ endfunction()
 
 function(flashsteps_add_stage name)
   cmake_parse_arguments(PARSE_ARGV 1 ARG "WATCHDOG;BASELINE;SASS_OVERLAP"
-                        "DIR;PARENT;MEASURED_AS;LARGE_STEP;TITLE;TEACHES;KIND;CHAPTER"
+                        "DIR;PARENT;MEASURED_AS;LARGE_STEP;TITLE;TEACHES;KIND;CHAPTER;PART"
                         "SOURCES;ARCHS")
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "flashsteps_add_stage(${name}): SOURCES is required")
@@ -237,6 +240,10 @@ function(flashsteps_add_stage name)
   set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_ARCHS_${name} "${ARG_ARCHS}")
   set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_WATCHDOG_${name} "${ARG_WATCHDOG}")
   set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_SASS_OVERLAP_${name} "${ARG_SASS_OVERLAP}")
+  if(NOT "${ARG_PART}" MATCHES "^[a-z0-9_]*$")
+    message(FATAL_ERROR "flashsteps_add_stage(${name}): PART is a part page's name (past_cudnn)")
+  endif()
+  set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_PART_${name} "${ARG_PART}")
   if(CMAKE_SCRIPT_MODE_FILE)
     return()
   endif()
@@ -426,6 +433,10 @@ function(flashsteps_write_stage_list file)
     get_property(watchdog GLOBAL PROPERTY FLASHSTEPS_STAGE_WATCHDOG_${name})
     if(watchdog)
       string(APPEND extra ", \"watchdog\": true")
+    endif()
+    get_property(part GLOBAL PROPERTY FLASHSTEPS_STAGE_PART_${name})
+    if(NOT part STREQUAL "")
+      string(APPEND extra ", \"part\": \"${part}\"")
     endif()
     # The walk up the tree, made once here: every reader takes a stage's ancestors from this list
     # (nearest first) instead of following "parent" itself.

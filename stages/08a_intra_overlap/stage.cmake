@@ -5,6 +5,7 @@ flashsteps_stage(
   ARCHS 90a
   WATCHDOG
   SASS_OVERLAP
+  PART past_cudnn
   TITLE "The overlap, kept: the softmax between the two waits in the compiled code"
   TEACHES "the intra-warpgroup overlap FlashAttention-3 measures, kept in the SASS: O rescaled \
 before P V is issued, and a shared-memory store that holds ptxas's wait for P V below the \

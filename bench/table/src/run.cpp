@@ -114,7 +114,8 @@ StageList parse_stage_list(const std::string& json, const std::string& origin) {
            e.value("measured_as", std::string()), e.value("dir", std::string()),
            e.value("large_step", std::string()), e.value("ancestors", std::vector<std::string>()),
            e.value("number", std::string()), e.value("title", std::string()),
-           e.value("teaches", std::string()), e.value("anchor", std::string())});
+           e.value("teaches", std::string()), e.value("anchor", std::string()),
+           e.value("part", std::string())});
     }
     for (const auto& e : j.value("baselines", nlohmann::json::array())) {
       list.baselines.push_back(e.at("name").get<std::string>());

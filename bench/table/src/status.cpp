@@ -395,11 +395,11 @@ std::string book_stage_table(const RunData& run) {
   return md;
 }
 
-std::string book_stage_pages(const StageList& stages) {
+std::string book_stage_pages(const StageList& stages, const std::string& part) {
   std::string md;
   int k = 0;
   for (const StageList::Stage& s : stages.stages)
-    md += std::to_string(++k) + ". \\subpage " + s.anchor + "\n";
+    if (s.part == part) md += std::to_string(++k) + ". \\subpage " + s.anchor + "\n";
   return md;
 }
 

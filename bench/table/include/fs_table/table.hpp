@@ -150,6 +150,7 @@ struct StageList {
     std::string title;    ///< the manifest's TITLE
     std::string teaches;  ///< the manifest's TEACHES: the stage tables' "what it teaches"
     std::string anchor;   ///< its chapter's page anchor (stage06c), empty without a chapter
+    std::string part;     ///< the manifest's PART: the book part of its chapter; empty: Part II
   };
   struct Baseline {
     std::string name;
@@ -622,7 +623,9 @@ std::string replace_stages_block(const std::string& readme, const StageList& sta
 /// The book's generated lists of the stages (book/chapters/index.md and part_2.md include them):
 /// the table of every stage with its chapter and status, and the \subpage list of the chapters.
 std::string book_stage_table(const RunData& run);
-std::string book_stage_pages(const StageList& stages);
+/// The \\subpage list of the chapters of the stages in book part `part` (the manifests' PART;
+/// empty: Part II), in the tree's order.
+std::string book_stage_pages(const StageList& stages, const std::string& part);
 
 // ---- emulated counts ----------------------------------------------------------------------------
 // The emulator's counts at a profile's shape (emu_<stage>.csv, written by bench/emu-profile.sh in
