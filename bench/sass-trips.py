@@ -17,6 +17,7 @@ the emulator), says how often each loop runs at the profile's shape and how many
                               [--expect FILE]    # also fail unless the comparison is FILE's
                               [--cubins DIR]     # <DIR>/<stage>.cubin instead of compiling
     bench/sass-trips.py markdown FILE         # the book's table (book/generate.cmake)
+    bench/sass-trips.py overlap STAGE_DIR     # the softmax between the two waits (stage 08a)
 
 check: compiles and disassembles every stage of <build>/stages.json, sums the per-kernel SASS census
 over the binary and compares it with the run's sass_<stage>.txt (the same classes bench/bundle.sh
@@ -33,6 +34,10 @@ writes the comparison (TSV, read by `markdown`); the committed one is
 book/data/<run>/emulated/sass_trips.tsv, which CTest emu.sass.trips keeps current (--expect). --run
 current: the run book/data/CURRENT names. Stages 00-02 (three kernels each, not one fused kernel)
 have no model and are reported as "no trip-count model"; a new stage is one MODELS entry.
+overlap: compiles one stage folder's kernels.cu the same way and checks, in every steady-state tile
+body of every kernel (a loop with HGMMA and `WARPGROUP.DEPBAR.LE gsb0, 0x1`), that every MUFU.EX2
+lies between that wait and the next `... 0x0`: the softmax of S_j runs while P_{j-1} V_{j-1} may
+still run (CTest sass.overlap.<stage>, for a manifest with SASS_OVERLAP).
 Exit codes: 0 ok, 1 a check failed, 2 bad arguments or a missing tool.
 """
 import argparse
@@ -372,6 +377,9 @@ MODELS = {
     "07b_tma": _model_07b,
     "07c_roles": _model_07c,
     "07_hopper": _model_07,
+    # stages/08a_intra_overlap: 07c's loops, roles and turns; the tile body's order differs (and
+    # its anchor adds one shared store per tile), not where or how often anything runs.
+    "08a_intra_overlap": _model_07,
 }
 
 
@@ -387,6 +395,17 @@ def find_tool(name):
         if hits:
             return hits[0]
     return None
+
+
+def compiler_tools():
+    """(nvcc, nvdisasm), or (None, None) after saying which is missing."""
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    nvdisasm = find_tool("nvdisasm")
+    if not os.path.exists(nvcc) or not nvdisasm:
+        print("sass-trips: needs nvcc and nvdisasm (tests/install-deps.sh puts NVIDIA's nvdisasm "
+              "wheel in build/venv)", file=sys.stderr)
+        return None, None
+    return nvcc, nvdisasm
 
 
 def demangle(names):
@@ -423,7 +442,8 @@ def parse_functions(text):
             if m:
                 tgt = re.search(r"`\((\.L_x_\d+)\)", m.group(4))
                 ins.append(dict(pred=m.group(2), op=m.group(3), tgt=tgt.group(1) if tgt else None,
-                                src=src, outer=outer))
+                                src=src, outer=outer, args=m.group(4).strip(),
+                                addr=m.group(1)))
         for x in ins:
             x["tgt"] = labels.get(x["tgt"]) if x["tgt"] else None
         funcs[name] = ins
@@ -750,11 +770,8 @@ def check(a):
     build = os.path.abspath(a.build)
     tree = stage_tree.load(os.path.join(build, "stages.json"))
     runners = {e["name"]: e["runner"] for e in stage_tree.entries(tree)}
-    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-    nvdisasm = find_tool("nvdisasm")
-    if not os.path.exists(nvcc) or not nvdisasm:
-        print("sass-trips: needs nvcc and nvdisasm (tests/install-deps.sh puts NVIDIA's nvdisasm "
-              "wheel in build/venv)", file=sys.stderr)
+    nvcc, nvdisasm = compiler_tools()
+    if not nvcc:
         return 2
     rows, status = [], 0
     work = tempfile.mkdtemp(prefix="sass-trips.")
@@ -890,6 +907,80 @@ def check(a):
     return status
 
 
+# ---- the intra-warpgroup overlap (stage 08a) -----------------------------------------------------
+# In a steady-state tile body a consumer issues S_j = Q K_j^T and O += P_{j-1} V_{j-1} as two commit
+# groups, waits for S_j (`wgmma.wait_group 1`: WARPGROUP.DEPBAR.LE gsb0, 0x1), runs the softmax of
+# S_j while P V may still run, and only then waits for P V (`wait_group 0`: ... 0x0). The overlap is
+# there only if the compiled code keeps that order: every MUFU.EX2 of the body between the two.
+DEPBAR = re.compile(r"^WARPGROUP\.DEPBAR\.LE$")
+
+
+def overlap_verdicts(ins):
+    """[(ok, message)] for each steady-state tile body of one kernel's SASS: a natural loop that
+    issues HGMMA and waits on WARPGROUP.DEPBAR.LE gsb0, 0x1 (two groups in flight)."""
+    out = []
+    for lp in find_loops(ins):
+        body = sorted(lp["ins"])  # in address order
+        waits = [(i, ins[i]["args"]) for i in body if DEPBAR.match(ins[i]["op"])]
+        if not any(ins[i]["op"].startswith("HGMMA") for i in body) or \
+                not any(a.endswith("0x1") for _, a in waits):
+            continue
+        where = f"the tile body at /*{ins[lp['header']]['addr']}*/"
+        exps = [i for i in body if ins[i]["op"].startswith("MUFU.EX2")]
+        s_wait = next(i for i, a in waits if a.endswith("0x1"))
+        pv_wait = next((i for i, a in waits if a.endswith("0x0") and i > s_wait), None)
+        if not exps or pv_wait is None:
+            out.append((False, f"{where}: no MUFU.EX2 ({len(exps)}) or no wait 0x0 after the wait "
+                               "0x1 in it"))
+            continue
+        before = sum(1 for i in exps if i < s_wait)
+        after = sum(1 for i in exps if i > pv_wait)
+        span = (f"WARPGROUP.DEPBAR.LE gsb0, 0x1 at /*{ins[s_wait]['addr']}*/, "
+                f"WARPGROUP.DEPBAR.LE gsb0, 0x0 at /*{ins[pv_wait]['addr']}*/, {len(exps)} MUFU.EX2 at "
+                f"/*{ins[exps[0]]['addr']}*/../*{ins[exps[-1]]['addr']}*/")
+        if before == 0 and after == 0:
+            out.append((True, f"{where}: the softmax sits between the waits ({span})"))
+        else:
+            out.append((False, f"{where}: WARPGROUP.DEPBAR.LE gsb0, 0x0 (the wait for P V) comes "
+                               f"before {after} of the {len(exps)} MUFU.EX2 of the softmax"
+                               + (f", and {before} come before the wait for S" if before else "")
+                               + f" ({span})"))
+    return out
+
+
+def overlap(a):
+    """Compiles one stage's kernels.cu for sm_90a, and for every kernel prints one line per
+    steady-state tile body: `overlap: ok` or `overlap: FAIL` and why. Exit 0 when every body of
+    every kernel (at least one per kernel) keeps the softmax between the waits, 1 otherwise."""
+    nvcc, nvdisasm = compiler_tools()
+    if not nvcc:
+        return 2
+    if not os.path.exists(os.path.join(ROOT, a.stage_dir, "kernels.cu")):
+        print(f"sass-trips: {a.stage_dir} has no kernels.cu", file=sys.stderr)
+        return 2
+    work = tempfile.mkdtemp(prefix="sass-overlap.")
+    try:
+        cubin = os.path.join(work, "kernels.cubin")
+        compile_cubin(nvcc, a.stage_dir, cubin)
+        dis = subprocess.run([nvdisasm, "-gi", "-c", cubin], capture_output=True, text=True,
+                             check=True).stdout
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    funcs = parse_functions(dis)
+    names = demangle(list(funcs))
+    status = 0
+    for mangled, ins in sorted(funcs.items(), key=lambda kv: names[kv[0]]):
+        full = template_name(names[mangled])  # ...::kernel<args>: the kernel's name and args
+        kernel = full[full.rfind("::", 0, full.find("<") if "<" in full else len(full)) + 2:]
+        verdicts = overlap_verdicts(ins)
+        if not verdicts:
+            verdicts = [(False, "no steady-state tile body (a loop with HGMMA and a wait 0x1)")]
+        for ok, msg in verdicts:
+            print(f"overlap: {'ok' if ok else 'FAIL'}: {a.stage_dir} {kernel}: {msg}")
+            status |= 0 if ok else 1
+    return status
+
+
 def markdown(path):
     rows = []
     with open(path, encoding="utf-8") as f:
@@ -962,9 +1053,13 @@ def main():
     c.add_argument("--cubins")
     m = sub.add_parser("markdown")
     m.add_argument("file")
+    o = sub.add_parser("overlap")
+    o.add_argument("stage_dir", help="a stage folder, from the repository's root")
     a = p.parse_args()
     if a.cmd == "markdown":
         return markdown(a.file)
+    if a.cmd == "overlap":
+        return overlap(a)
     if a.run == "current":
         with open(os.path.join(ROOT, "book", "data", "CURRENT"), encoding="utf-8") as f:
             a.run = os.path.join(ROOT, "book", "data", f.readline().strip())

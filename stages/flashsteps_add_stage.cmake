@@ -5,8 +5,8 @@
 #
 # flashsteps_add_stage(<name> SOURCES <files...> (PARENT <stage> | BASELINE) [DIR <folder>]
 #                      TITLE "<title>" TEACHES "<what it teaches>" [KIND forward|backward]
-#                      [CHAPTER <path>] [ARCHS <archs...>] [WATCHDOG] [MEASURED_AS <old name>]
-#                      [LARGE_STEP "<why>"])
+#                      [CHAPTER <path>] [ARCHS <archs...>] [WATCHDOG] [SASS_OVERLAP]
+#                      [MEASURED_AS <old name>] [LARGE_STEP "<why>"] [PART <part>])
 #
 # Turns one stage folder into everything a reader runs:
 #   fs_stage_<name>   a library with the stage's kernels and launcher (defines make_stage())
@@ -34,6 +34,13 @@
 # are then compiled a second time, with the watchdog on, into fs_stage_<name>_checked, which the
 # GPU suite links: a wait that never ends fails the test with a message instead of hanging it.
 # The runner and the bench keep the library without it, so what they time is unchanged.
+# PART: the book's part its chapter is in, by the part page's name: PART past_cudnn puts the chapter
+# under book/chapters/part_past_cudnn.md (which lists it with \include{doc}
+# stage_pages_past_cudnn.md); without it the chapter is in Part II (stage_pages.md).
+# SASS_OVERLAP: in the stage's sm_90a SASS every steady-state tile body runs its softmax (MUFU.EX2)
+# between the wait for S_j and the wait for P_{j-1} V_{j-1} (the two WARPGROUP.DEPBAR.LE): CPU test
+# sass.overlap.<name> (bench/sass-trips.py overlap). When its parent does not declare it, the test
+# sass.overlap.<parent> shows that the parent's SASS fails the same check, for that reason.
 #
 # TITLE: the stage's title (its runner prints it; the stage tables show it). TEACHES: what the step
 # teaches, in a line (README's and the book's stage tables are generated from it). KIND: forward
@@ -194,8 +201,8 @@ endfunction()
 function(flashsteps_stage)
   get_filename_component(dir "${CMAKE_CURRENT_LIST_DIR}" ABSOLUTE)
   get_filename_component(name "${dir}" NAME)
-  set(options WATCHDOG BASELINE)
-  set(one PARENT MEASURED_AS LARGE_STEP TITLE TEACHES KIND CHAPTER)
+  set(options WATCHDOG BASELINE SASS_OVERLAP)
+  set(one PARENT MEASURED_AS LARGE_STEP TITLE TEACHES KIND CHAPTER PART)
   cmake_parse_arguments(PARSE_ARGV 0 M "${options}" "${one}" "SOURCES;ARCHS")
   if(M_BASELINE)
     set(name "baseline_${name}")  # bench/baselines/cublas: baseline_cublas
@@ -226,8 +233,8 @@ function(flashsteps_stage)
 endfunction()
 
 function(flashsteps_add_stage name)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "WATCHDOG;BASELINE"
-                        "DIR;PARENT;MEASURED_AS;LARGE_STEP;TITLE;TEACHES;KIND;CHAPTER"
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "WATCHDOG;BASELINE;SASS_OVERLAP"
+                        "DIR;PARENT;MEASURED_AS;LARGE_STEP;TITLE;TEACHES;KIND;CHAPTER;PART"
                         "SOURCES;ARCHS")
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "flashsteps_add_stage(${name}): SOURCES is required")
@@ -251,8 +258,16 @@ function(flashsteps_add_stage name)
   endif()
   set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_ARCHS_${name} "${ARG_ARCHS}")
   set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_WATCHDOG_${name} "${ARG_WATCHDOG}")
+  set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_SASS_OVERLAP_${name} "${ARG_SASS_OVERLAP}")
+  if(NOT "${ARG_PART}" MATCHES "^[a-z0-9_]*$")
+    message(FATAL_ERROR "flashsteps_add_stage(${name}): PART is a part page's name (past_cudnn)")
+  endif()
+  set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_PART_${name} "${ARG_PART}")
   if(CMAKE_SCRIPT_MODE_FILE)
     return()
+  endif()
+  if(ARG_SASS_OVERLAP)
+    _flashsteps_add_sass_overlap_tests(${name} "${ARG_PARENT}")
   endif()
   list(TRANSFORM ARG_SOURCES PREPEND "${ARG_DIR}/")
 
@@ -332,6 +347,28 @@ function(flashsteps_add_stage name)
     target_link_libraries(bench_${name} PRIVATE ${lib} flashsteps_bench_common)
     set_target_properties(bench_${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/bench")
   endif()
+endfunction()
+
+# SASS_OVERLAP's tests (bench/sass-trips.py overlap compiles the stage's kernels.cu for sm_90a with
+# nvcc and reads the SASS with nvdisasm, which tests/install-deps.sh puts in build/venv).
+function(_flashsteps_add_sass_overlap_tests name parent)
+  if(NOT DEFINED Python_EXECUTABLE OR NOT EXISTS "${Python_EXECUTABLE}")
+    return()
+  endif()
+  set(script "${FLASHSTEPS_ROOT}/bench/sass-trips.py")
+  get_property(dir GLOBAL PROPERTY FLASHSTEPS_STAGE_DIR_${name})
+  add_test(NAME sass.overlap.${name} COMMAND ${Python_EXECUTABLE} ${script} overlap ${dir})
+  set_tests_properties(sass.overlap.${name} PROPERTIES LABELS cpu TIMEOUT 600)
+  get_property(parent_has GLOBAL PROPERTY FLASHSTEPS_STAGE_SASS_OVERLAP_${parent})
+  if(parent STREQUAL "" OR parent_has)
+    return()
+  endif()
+  # The parent's SASS must fail the check, for the hoisted wait, in every tile body.
+  get_property(parent_dir GLOBAL PROPERTY FLASHSTEPS_STAGE_DIR_${parent})
+  add_test(NAME sass.overlap.${parent} COMMAND ${Python_EXECUTABLE} ${script} overlap ${parent_dir})
+  set_tests_properties(sass.overlap.${parent} PROPERTIES LABELS cpu TIMEOUT 600
+    PASS_REGULAR_EXPRESSION "overlap: FAIL: .*WARPGROUP.DEPBAR.LE gsb0, 0x0 \\(the wait for P V\\) comes before [1-9][0-9]* of the"
+    FAIL_REGULAR_EXPRESSION "overlap: ok:|no steady-state tile body|sass-trips: needs")
 endfunction()
 
 # The stage for the CPU emulator (emu/CMakeLists.txt): the same sources compiled by the host
@@ -425,6 +462,10 @@ function(flashsteps_write_stage_list file)
     get_property(watchdog GLOBAL PROPERTY FLASHSTEPS_STAGE_WATCHDOG_${name})
     if(watchdog)
       string(APPEND extra ", \"watchdog\": true")
+    endif()
+    get_property(part GLOBAL PROPERTY FLASHSTEPS_STAGE_PART_${name})
+    if(NOT part STREQUAL "")
+      string(APPEND extra ", \"part\": \"${part}\"")
     endif()
     # The walk up the tree, made once here: every reader takes a stage's ancestors from this list
     # (nearest first) instead of following "parent" itself.

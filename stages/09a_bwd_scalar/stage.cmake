@@ -3,5 +3,6 @@
 # backward step: the root of its own line of the tree (no parent), of kind backward.
 flashsteps_stage(
   KIND backward
+  PART backward
   TITLE "The scalar backward"
   TEACHES "the gradients, plainly: D = rowsum(dO ∘ O), S, P, dP and dS in global memory, dQ, dK and dV as separate kernels")

@@ -617,6 +617,16 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
       expected.push_back(kind + std::string(s) + ".md");
     }
   }
+  // Part II's list holds the stages without a PART; each other part has its own list.
+  std::string last_in_part_2;
+  for (const StageList::Stage& s : build_stages().stages) {
+    const std::string pages = "stage_pages_" + s.part + ".md";
+    if (s.part.empty()) {
+      last_in_part_2 = s.anchor;
+    } else if (std::find(expected.begin(), expected.end(), pages) == expected.end()) {
+      expected.push_back(pages);
+    }
+  }
   CHECK(written.size() == expected.size());
   for (const std::string& f : expected) {
     INFO(f);
@@ -633,9 +643,9 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
     } else if (f == "stage_pages.md") {  // the tree's order, one \subpage per chapter
       CHECK_THAT(read(out.path / f), StartsWith("1. \\subpage stage00\n2. \\subpage stage01\n") &&
                                          ContainsSubstring(". \\subpage stage06b\n") &&
-                                         EndsWith(". \\subpage stage07d\n"));
-    } else if (f == "stage_pages_backward.md") {  // Part IV: the backward line
-      CHECK_THAT(read(out.path / f), StartsWith("1. \\subpage stage09a\n"));
+                                         EndsWith(". \\subpage " + last_in_part_2 + "\n"));
+    } else if (f.starts_with("stage_pages_")) {  // another part's: its own numbering from 1
+      CHECK_THAT(read(out.path / f), StartsWith("1. \\subpage stage"));
     } else if (f == "stage_table.md") {
       CHECK_THAT(read(out.path / f),
                  ContainsSubstring("| `06c_swizzle` | `06b_registers` | \\ref stage06c | the XOR "

@@ -522,10 +522,16 @@ BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const St
             md(run_caption(run)) + "\n\n" + comparison_report(run, kDType, Format::markdown));
     w.write("provenance.md", provenance_page(run));
   }
-  // The front page's table of the stages and Part II's list of their chapters, from the tree.
+  // The front page's table of the stages, Part II's list of their chapters and each other part's
+  // (the manifests' PART), from the tree.
   w.write("stage_table.md", book_stage_table(run));
-  w.write("stage_pages.md", book_stage_pages(run.stages, StageKind::forward));  // Part II
-  w.write("stage_pages_backward.md", book_stage_pages(run.stages, StageKind::backward));  // IV
+  w.write("stage_pages.md", book_stage_pages(run.stages, ""));
+  std::vector<std::string> parts;
+  for (const StageList::Stage& s : run.stages.stages) {
+    if (s.part.empty() || std::find(parts.begin(), parts.end(), s.part) != parts.end()) continue;
+    parts.push_back(s.part);
+    w.write("stage_pages_" + s.part + ".md", book_stage_pages(run.stages, s.part));
+  }
   for (const StepSize& s : step_sizes(run.stages, FS_TABLE_SOURCE_DIR))
     w.write("step_" + s.stage + ".md", md(step_text(s)) + "\n");
   for (const std::string& stage : run.stages.names()) {

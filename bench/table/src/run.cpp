@@ -129,7 +129,8 @@ StageList parse_stage_list(const std::string& json, const std::string& origin) {
            e.value("number", std::string()), e.value("title", std::string()),
            e.value("teaches", std::string()), e.value("anchor", std::string()),
            e.value("kind", std::string("forward")) == "backward" ? StageKind::backward
-                                                                 : StageKind::forward});
+                                                                 : StageKind::forward,
+           e.value("part", std::string())});
     }
     for (const auto& e : j.value("baselines", nlohmann::json::array())) {
       list.baselines.push_back(e.at("name").get<std::string>());

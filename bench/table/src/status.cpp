@@ -402,12 +402,11 @@ std::string book_stage_table(const RunData& run) {
   return md;
 }
 
-std::string book_stage_pages(const StageList& stages, StageKind kind) {
+std::string book_stage_pages(const StageList& stages, const std::string& part) {
   std::string md;
   int k = 0;
-  for (const StageList::Stage& s : stages.stages) {
-    if (s.kind == kind) md += std::to_string(++k) + ". \\subpage " + s.anchor + "\n";
-  }
+  for (const StageList::Stage& s : stages.stages)
+    if (s.part == part) md += std::to_string(++k) + ". \\subpage " + s.anchor + "\n";
   return md;
 }
 

@@ -152,6 +152,7 @@ struct StageList {
     std::string teaches;  ///< the manifest's TEACHES: the stage tables' "what it teaches"
     std::string anchor;   ///< its chapter's page anchor (stage06c), empty without a chapter
     StageKind kind = StageKind::forward;  ///< the manifest's KIND
+    std::string part;     ///< the manifest's PART: the book part of its chapter; empty: Part II
   };
   struct Baseline {
     std::string name;
@@ -633,9 +634,11 @@ Table stage_tree_table(const StageList& stages);
 std::string replace_stages_block(const std::string& readme, const StageList& stages);
 /// The book's generated lists of the stages (book/chapters/index.md and part_2.md include them):
 /// the table of every stage with its chapter and status, and the \subpage list of the chapters of
-/// one kind (Part II the forward stages', Part IV the backward stages').
+/// one book part (the manifests' PART; empty: Part II).
 std::string book_stage_table(const RunData& run);
-std::string book_stage_pages(const StageList& stages, StageKind kind);
+/// The \\subpage list of the chapters of the stages in book part `part` (the manifests' PART;
+/// empty: Part II), in the tree's order.
+std::string book_stage_pages(const StageList& stages, const std::string& part);
 
 // ---- emulated counts ----------------------------------------------------------------------------
 // The emulator's counts at a profile's shape (emu_<stage>.csv, written by bench/emu-profile.sh in
