@@ -1,7 +1,8 @@
-// stages/07c_overlap/kernels.cuh — what the Hopper stage's kernel file exports to its launcher: the
-// tile traits (sizes, warpgroup roles and register budgets, the TMA ring, the assumptions behind
-// them), the tile each head dim runs, and the kernel itself (struct Kernel: one variant per dtype,
-// tile and causal flag).
+// stages/08b_persistent/kernels.cuh — what the persistent Hopper stage's kernel file exports to its
+// launcher: the tile traits (sizes, warpgroup roles and register budgets, the TMA ring, the
+// scheduler's slots, the assumptions behind them), the tile each head dim runs, and the kernel
+// itself (struct Kernel: one variant per dtype, tile and causal flag; the schedule is a kernel
+// argument, scheduler.cuh).
 #pragma once
 
 #include <cuda.h>  // CUtensorMap
@@ -22,8 +23,9 @@ namespace flashsteps::hopper {
 using SupportedHeadDims = HeadDims<64, 128>;
 
 /// Tiles of the Hopper kernel for head dimension kD, kBc keys per tile and a ring of kStages
-/// shared-memory stages. One thread block owns one query block Q_i of Br = 128 rows of one head,
-/// and runs three warpgroups (4 consecutive warps each, starting at warp 0, 4, 8):
+/// shared-memory stages. A persistent thread block computes one query block Q_i of Br = 128 rows
+/// of one head after another (the work items scheduler.cuh hands it), and runs three warpgroups
+/// (4 consecutive warps each, starting at warp 0, 4, 8):
 ///
 ///   warpgroup 0  producer   one thread issues every TMA copy (Q_i once, then K_j, V_j into the
 ///                           ring); the warpgroup drops to kProducerRegs registers per thread
@@ -36,11 +38,13 @@ using SupportedHeadDims = HeadDims<64, 128>;
 ///                   at the end to stage O_i / l for the TMA store
 ///   K ring kStages x (Bc, D) as D/64 column blocks (Bc, 64), 128B-swizzled
 ///   V ring kStages x (Bc, D) likewise
-///   bars   q_full, k_full[kStages], v_full[kStages], empty[kStages]: 8-byte mbarriers
+///   bars   q_full, k_full[kStages], v_full[kStages], empty[kStages], q_empty, item_full[2]:
+///          8-byte mbarriers
+///   items  2 work items (int): the producer's slots that tell the consumers what comes next
 ///
 ///   D    Bc   kStages  bytes                        sm_90 opt-in (227 KiB = 232,448 B)
-///   64   128  4        16 K + 4 x 32 K + 1,128 =  148,584 B   yes, 1 block/SM (registers: 1)
-///   128  128  3        32 K + 3 x 64 K + 1,104 =  230,480 B   yes, 1 block/SM
+///   64   128  4        16 K + 4 x 32 K + 1,160 =  148,616 B   yes, 1 block/SM (registers: 1)
+///   128  128  3        32 K + 3 x 64 K + 1,136 =  230,512 B   yes, 1 block/SM
 /// Why: a consumer warpgroup holds S (64, Bc) fp32 = Bc/2 registers per thread, P (64, Bc) 16-bit
 /// = Bc/4 and O (64, D) fp32 = D/2: 64 + 32 + 64 = 160 at D = 128, Bc = 128 — inside the 240 that
 /// setmaxnreg gives a consumer. Bc = 128 is also wgmma's sweet spot (m64n128k16 for S). The ring
@@ -82,13 +86,17 @@ struct HopperTraits {
   static constexpr std::size_t kOffK = kOffQ + kQBytes;            // stage s: + s * kKVBytes
   static constexpr std::size_t kOffV = kOffK + Stages * kKVBytes;  // stage s: + s * kKVBytes
   static constexpr std::size_t kOffBar = kOffV + Stages * kKVBytes;
-  static constexpr int kBarriers = 1 + 3 * Stages;  // q_full, k_full[], v_full[], empty[]
+  // q_full, k_full[], v_full[], empty[], then the persistent loop's: q_empty, item_full[2]
+  static constexpr int kItemSlots = 2;
+  static constexpr int kBarriers = 1 + 3 * Stages + 1 + kItemSlots;
   static constexpr std::size_t kBarBytes = kBarriers * sizeof(std::uint64_t);
+  static constexpr std::size_t kOffItems = kOffBar + kBarBytes;  // int items[kItemSlots]
+  static constexpr std::size_t kItemBytes = kItemSlots * sizeof(int);
   /// The runtime does not promise more than 16-byte alignment of dynamic shared memory; the kernel
   /// rounds its base up to 1024 and reserves the slack.
   static constexpr std::size_t kAlignSlack = 1024;
   /// Dynamic shared memory per block (the table above).
-  static constexpr std::size_t kSmemBytes = kOffBar + kBarBytes + kAlignSlack;
+  static constexpr std::size_t kSmemBytes = kOffItems + kItemBytes + kAlignSlack;
 
   static_assert(D == 64 || D == 128, "stage 07 instantiates D = 64 and D = 128 only");
   static_assert(sizeof(__half) == kElem && sizeof(__nv_bfloat16) == kElem,
@@ -110,6 +118,9 @@ struct HopperTraits {
   static_assert(kKVBytes < (1u << 20),
                 "mbarrier expect_tx counts at most 2^20 - 1 bytes per phase");
   static_assert(Stages >= 2, "with one stage the copy of K_{j+1} could only start after tile j");
+  static_assert(kItemSlots == 2,
+                "the producer publishes item k+1 while the consumers may still read item k; item "
+                "k+2 waits for q_empty of item k+1, by which both consumers have read item k");
   static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kConsumerThreads <= 65536,
                 "the setmaxnreg budgets must fit the SM's 64 K registers (one block per SM)");
   static_assert(kSmemBytes <= 227 * 1024, "fits sm_90's 227 KiB opt-in limit");
@@ -125,12 +136,14 @@ using TileFor = std::conditional_t<kD == 64, TileD64, TileD128>;
 //! [configs]
 static_assert(TileD64::Br == TileD128::Br, "Tr is computed once for every head dim");
 
-/// The kernel's signature: the four tensor maps the launcher encodes (Q, K, V, O), LSE, the shape.
+/// The kernel's signature: the four tensor maps the launcher encodes (Q, K, V, O), LSE, the
+/// dynamic schedule's counter (nullptr: the static schedule; scheduler.cuh), the shape.
 template <class T, class Shape>
-using TensorMapKernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, float*, Shape);
+using PersistentKernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, float*, int*,
+                                  Shape);
 
 /// What kernels.cu exports to the launcher (flashsteps/fused_stage.cuh): the launch's Shape and
 /// the kernel's __global__ function for each variant <dtype, tile, causal> the launcher runs.
-FS_FUSED_KERNEL_EXPORTS(TensorMapKernel)
+FS_FUSED_KERNEL_EXPORTS(PersistentKernel)
 
 }  // namespace flashsteps::hopper
