@@ -5,12 +5,12 @@
 
 flashsteps_fault(08b_missing_wgmma_fence STAGE 08b_persistent
   BREAKS "no wgmma.fence before S = Q K^T"
-  FROM [=[      ptx::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < Tile::kQK; ++kk)]=]
-  TO   [=[      // (planted fault: wgmma.fence is gone)
-#pragma unroll
-      for (int kk = 0; kk < Tile::kQK; ++kk)]=]
+  FROM [=[        ptx::wgmma_fence();
+        // S = Q K^T: D/16 x m64n128k16, first one S = 0 + ..
+#pragma unroll]=]
+  TO   [=[        // (planted fault: wgmma.fence is gone)
+        // S = Q K^T: D/16 x m64n128k16, first one S = 0 + ..
+#pragma unroll]=]
   EXPECT "wgmma.mma_async without a wgmma.fence" TESTS "a non-default softmax scale")
 
 flashsteps_fault(08b_wait_group_count STAGE 08b_persistent
@@ -21,16 +21,16 @@ flashsteps_fault(08b_wait_group_count STAGE 08b_persistent
 
 flashsteps_fault(08b_q_desc_sbo STAGE 08b_persistent
   BREAKS "Q's wgmma descriptor has a stride byte offset of half a swizzle atom"
-  FROM [=[          q_base + static_cast<std::uint32_t>((kk / 4) * Tile::kQBlockBytes + (kk % 4) * 32), 16,
-          Tile::kAtomBytes);]=]
-  TO   [=[          q_base + static_cast<std::uint32_t>((kk / 4) * Tile::kQBlockBytes + (kk % 4) * 32), 16,
-          Tile::kAtomBytes / 2);]=]
+  FROM [=[            q_base + static_cast<std::uint32_t>((kk / 4) * Tile::kQBlockBytes + (kk % 4) * 32), 16,
+            Tile::kAtomBytes);]=]
+  TO   [=[            q_base + static_cast<std::uint32_t>((kk / 4) * Tile::kQBlockBytes + (kk % 4) * 32), 16,
+            Tile::kAtomBytes / 2);]=]
   EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
 
 flashsteps_fault(08b_consumer_parity STAGE 08b_persistent
   BREAKS "consumers wait on the wrong parity of k_full[s]: the fresh barrier's previous phase passes at once"
-  FROM [=[      wait_parity(&k_full[s], static_cast<std::uint32_t>(j / kStages) & 1u, "k_full", s);]=]
-  TO   [=[      wait_parity(&k_full[s], (static_cast<std::uint32_t>(j / kStages) & 1u) ^ 1u, "k_full", s);]=]
+  FROM [=[        wait_parity(&k_full[s], static_cast<std::uint32_t>((r0 + j) / kStages) & 1u, "k_full", s);]=]
+  TO   [=[        wait_parity(&k_full[s], (static_cast<std::uint32_t>((r0 + j) / kStages) & 1u) ^ 1u, "k_full", s);]=]
   EXPECT "deadlock: every live thread of the block waits" TESTS "a non-default softmax scale")
 
 flashsteps_fault(08b_missing_fence_proxy_async STAGE 08b_persistent
@@ -67,25 +67,25 @@ flashsteps_fault(08b_missing_store_barrier STAGE 08b_persistent
 # TMA load and setmaxnreg as instants
 flashsteps_fault(08b_empty_arrive_before_pv_wait STAGE 08b_persistent
   BREAKS "consumers release stage j-1 before the wgmma.wait_group that covers P_{j-1} V_{j-1}: the producer's TMA overwrites V while the wgmma may still read it"
-  FROM [=[      ptx::wgmma_wait_group<0>();
-      ptx::wgmma_fence_operand(o_acc);
-      ptx::wgmma_fence_operand(p_frag);
-      if constexpr (!kFirst)
-        cuda::ptx::mbarrier_arrive(&empty[sp]);  // K_{j-1}, V_{j-1} may be overwritten]=]
-  TO   [=[      ptx::wgmma_fence_operand(o_acc);
-      ptx::wgmma_fence_operand(p_frag);
-      if constexpr (!kFirst)
-        cuda::ptx::mbarrier_arrive(&empty[sp]);  // K_{j-1}, V_{j-1} may be overwritten
-      ptx::wgmma_wait_group<0>();]=]
+  FROM [=[        ptx::wgmma_wait_group<0>();
+        ptx::wgmma_fence_operand(o_acc);
+        ptx::wgmma_fence_operand(p_frag);
+        if constexpr (!kFirst)
+          cuda::ptx::mbarrier_arrive(&empty[sp]);  // K_{j-1}, V_{j-1} may be overwritten]=]
+  TO   [=[        ptx::wgmma_fence_operand(o_acc);
+        ptx::wgmma_fence_operand(p_frag);
+        if constexpr (!kFirst)
+          cuda::ptx::mbarrier_arrive(&empty[sp]);  // K_{j-1}, V_{j-1} may be overwritten
+        ptx::wgmma_wait_group<0>();]=]
   EXPECT "a TMA load \\(cp.async.bulk.tensor\\) issued at .*kernels.cu:[0-9]+.* writes shared memory 0x[0-9a-f]+..0x[0-9a-f]+, of which 0x[0-9a-f]+ is an operand byte that wgmma.mma_async.m64n64k16 #[0-9]+ of warpgroup [12] \\(issued at .*kernels.cu:[0-9]+\\)\\) may still read \\(its B operand\\)"
   TESTS "same inputs twice*")
 
 flashsteps_fault(08b_s_reset_in_flight STAGE 08b_persistent
   BREAKS "S is reset to -inf right after its wgmmas are issued: the reset writes accumulators the wgmma is still writing"
-  FROM [=[        ptx::wgmma_m64n128k16_ss<T>(s_acc, q_desc(kk), k_desc(s, kk), kk > 0 ? 1 : 0);
-      ptx::wgmma_commit_group();]=]
-  TO   [=[        ptx::wgmma_m64n128k16_ss<T>(s_acc, q_desc(kk), k_desc(s, kk), kk > 0 ? 1 : 0);
-      ptx::wgmma_commit_group(); for (float& x : s_acc) x = -INFINITY;  // (planted: S reset in flight)]=]
+  FROM [=[          ptx::wgmma_m64n128k16_ss<T>(s_acc, q_desc(kk), k_desc(s, kk), kk > 0 ? 1 : 0);
+        ptx::wgmma_commit_group();]=]
+  TO   [=[          ptx::wgmma_m64n128k16_ss<T>(s_acc, q_desc(kk), k_desc(s, kk), kk > 0 ? 1 : 0);
+        ptx::wgmma_commit_group(); for (float& x : s_acc) x = -INFINITY;  // (planted: S reset in flight)]=]
   EXPECT "a store of [0-9]+ bytes at .*kernels.cu:[0-9]+.* writes register 0 of its accumulator fragment \\(64 fp32 registers: d\\[0..63\\]\\) of wgmma.mma_async.m64n128k16 #[0-9]+ .*still in flight"
   TESTS "a non-default softmax scale")
 

@@ -58,7 +58,6 @@
 // numbers, and the verdicts: book/chapters/stage_08b_persistent.md.
 // =================================================================================================
 #include <cuda.h>  // CUtensorMap and its enums (header only: the encoder comes via the runtime)
-#include <cuda/atomic>  // cuda::atomic_ref: the dynamic schedule's counter
 #include <cuda/ptx>
 
 #include <cstdint>
@@ -87,6 +86,19 @@ enum NamedBarrier : int {
 static_assert(kBarTurnConsumer1 == kBarTurn + 1 && kBarStoreConsumer1 == kBarStore + 1,
               "consumer c's barrier of a pair is the pair's first id + c");
 static_assert(kBarStoreConsumer1 < 16, "a block has 16 named barriers, ids 0 to 15");
+
+//! [fetch]
+// The dynamic schedule's fetch: the counter's old value, +1. Relaxed: only the values must be
+// distinct, nothing is published through the counter. The CPU emulator has no atomicAdd yet: its
+// build takes the host compiler's atomic, which its access hooks see as the atomic it is.
+__device__ __forceinline__ int fetch_add_one(int* counter) {
+#if defined(FLASHSTEPS_EMULATE)
+  return __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
+#else
+  return atomicAdd(counter, 1);
+#endif
+}
+//! [fetch]
 
 //! [barriers]
 // Waits until the mbarrier's phase with parity `parity` has completed. mbarrier.try_wait.parity
@@ -179,7 +191,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
   // non-causal, longest processing time first for causal). Persistent block b takes item b
   // first, then the next one by the schedule (tile_counter: the dynamic one).
   using Sched = TileSchedulerTraits<Br, D, kCausal>;
-  const std::int64_t T = sh.bh * sh.tr;
+  const std::int64_t n_items = sh.bh * sh.tr;  // T
   const int G = static_cast<int>(gridDim.x);
   // Tiles a work item visits (every warpgroup agrees): 0 .. Tc_i-1, the last Tc_i - Tc_full of
   // them masked (they cross the causal diagonal or Skv). Same bounds as stage 06, for Br = 128.
@@ -230,11 +242,12 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       int r0 = 0;                      // ring position: key tiles of this block's earlier items
       std::int64_t item = blockIdx.x;  // the block's first work item (both schedules)
       for (int k = 0;; ++k) {
-        // Work item k for the consumers (T: none left). Slot k % 2 last held item k-2, which both
-        // consumers read before they released item k-1's Q region (the q_empty wait below).
-        items[k % Tile::kItemSlots] = static_cast<int>(item < T ? item : T);
+        // Work item k for the consumers (T = n_items: none left). Slot k % 2 last held item k-2,
+        // which both consumers read before they released item k-1's Q region (the q_empty wait
+        // below).
+        items[k % Tile::kItemSlots] = static_cast<int>(item < n_items ? item : n_items);
         cuda::ptx::mbarrier_arrive(&item_full[k % Tile::kItemSlots]);
-        if (item >= T) break;
+        if (item >= n_items) break;
         const WorkItem w = Sched::order(static_cast<int>(item), sh.tr, sh.bh, sh.skv);
         const int bh = w.bh;        // b*H + h
         const int row0 = w.i * Br;  // first row of Q_i
@@ -293,10 +306,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         // The next work item. Dynamic: one atomic per item, by the one thread that needs it (the
         // consumers learn it through items[], above); relaxed: only the values must be distinct.
         int fetched = 0;
-        if (tile_counter != nullptr) {
-          fetched = cuda::atomic_ref<int, cuda::thread_scope_device>(*tile_counter)
-                        .fetch_add(1, cuda::std::memory_order_relaxed);
-        }
+        if (tile_counter != nullptr) fetched = fetch_add_one(tile_counter);
         item = next_item(tile_counter != nullptr ? Schedule::kDynamic : Schedule::kStatic, item, G,
                          fetched);
         //! [next_item]
@@ -318,12 +328,12 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     //! [persistent_consumer]
     int r0 = 0;  // ring position, as the producer's: key tiles of this block's earlier items
     for (int k = 0;; ++k) {
-      // Work item k, as the producer published it (T: no item left).
+      // Work item k, as the producer published it (T = n_items: no item left).
       wait_parity(&item_full[k % Tile::kItemSlots],
                   static_cast<std::uint32_t>(k / Tile::kItemSlots) & 1u, "item_full",
                   k % Tile::kItemSlots);
       const int item = items[k % Tile::kItemSlots];
-      if (item >= T) break;
+      if (item >= n_items) break;
       const WorkItem w = Sched::order(item, sh.tr, sh.bh, sh.skv);
       const int bh = w.bh;        // b*H + h
       const int row0 = w.i * Br;  // first row of Q_i
@@ -405,9 +415,9 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         // (its rescale) and to P (its packing) before the wgmmas below that use them: S's, and, in
         // the same batch, P_{j-1} V_{j-1}'s.
         ptx::wgmma_fence();
+        // S = Q K^T: D/16 x m64n128k16, first one S = 0 + ..
 #pragma unroll
-        for (int kk = 0; kk < Tile::kQK;
-             ++kk)  // S = Q K^T: D/16 x m64n128k16, first one S = 0 + ..
+        for (int kk = 0; kk < Tile::kQK; ++kk)
           ptx::wgmma_m64n128k16_ss<T>(s_acc, q_desc(kk), k_desc(s, kk), kk > 0 ? 1 : 0);
         ptx::wgmma_commit_group();
         if constexpr (!kFirst) {
@@ -534,7 +544,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         ptx::wgmma_commit_group();
         ptx::wgmma_wait_group<0>();
         ptx::wgmma_fence_operand(o_acc);
-        // (No arrive on empty: the producer has issued its last tile and waits for nothing.)
+        // The ring runs on into the next item: its last stage is released as every other.
+        cuda::ptx::mbarrier_arrive(&empty[sp]);  // K_{Tc_i-1}, V_{Tc_i-1} may be overwritten
       }
       //! [consumer]
 
