@@ -594,7 +594,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
                                           coords, sO + c * Tile::kQBlockBytes);
         }
         cuda::ptx::cp_async_bulk_commit_group();
-        // Shared memory must stay valid until the engine has read it: wait before the block exits.
+        // Shared memory must stay valid until the engine has read it: wait before the Q region is
+        // released to the next item (q_empty, below).
         cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
       }
       //! [epilogue]
