@@ -48,9 +48,10 @@ class PersistentStage final : public HopperTmaStage<PersistentStage, hopper::Ker
     if (Support s = Base::supports(p, dev); !s) return s;
     const std::int64_t pairs = p.batch_heads() * ceil_div(p.seq_q, hopper::TileD64::Br) *
                                ceil_div(p.seq_kv, hopper::TileD64::Bc);
-    return fits_grid(pairs, kMaxFusedBlocks,
-                     "(query block, key tile) pairs B*H*ceil(Sq/128)*ceil(Skv/128), which the "
-                     "persistent blocks' ring positions count in 32 bits");
+    if (pairs <= kMaxFusedBlocks) return Support::yes();
+    return Support::no("B*H*ceil(Sq/128)*ceil(Skv/128) = " + std::to_string(pairs) +
+                       " (query block, key tile) pairs exceed 2^31 - 1: a persistent block counts "
+                       "its ring positions in 32 bits");
   }
 
   /// 07c's setup, then the grid size and the schedule (the environment is read here, once).
