@@ -50,12 +50,12 @@
 //
 // Limits: compute capability 9.0 exactly (sm_90a: wgmma, setmaxnreg); D = 64 and 128; fp16 and
 // bf16; causal or not; any Sq, Skv >= 1; Q, K, V, O 16-byte aligned (TMA's rules); B*H*Tr < 2^31
-// work items and B*H*Tr*Tc < 2^31 (query block, key tile) pairs (the ring position is an int);
-// one block per SM, no clusters. The dynamic schedule needs a 4-byte workspace, zeroed in every
-// launch (a cudaMemsetAsync before the kernel, in the stream). Not yet, versus FA3: no TMA
-// multicast, K released with V, Bc = 128 at D = 128 (FA3: 176), no FP8, Q's load not overlapped
-// with the store's read (FA3 at D = 128 has no separate O buffer either). The model behind the
-// numbers, and the verdicts: book/chapters/stage_08b_persistent.md.
+// work items (the ring position, a block's key tiles so far, is 64-bit); one block per SM, no
+// clusters. The dynamic schedule needs a 4-byte workspace, zeroed in every launch (a
+// cudaMemsetAsync before the kernel, in the stream). Not yet, versus FA3: no TMA multicast, K
+// released with V, Bc = 128 at D = 128 (FA3: 176), no FP8, Q's load not overlapped with the store's
+// read (FA3 at D = 128 has no separate O buffer either). The model behind the numbers, and the
+// verdicts: book/chapters/stage_08b_persistent.md.
 // =================================================================================================
 #include <cuda.h>  // CUtensorMap and its enums (header only: the encoder comes via the runtime)
 #include <cuda/ptx>
@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     //! [producer]
     if (threadIdx.x == 0) {
       //! [persistent_producer]
-      int r0 = 0;                      // ring position: key tiles of this block's earlier items
+      std::int64_t r0 = 0;             // ring position: key tiles of the block's earlier items
       std::int64_t item = blockIdx.x;  // the block's first work item (both schedules)
       for (int k = 0;; ++k) {
         // Work item k for the consumers (T = n_items: none left). Slot k % 2 last held item k-2,
@@ -326,7 +326,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     // ragged last block) are computed on zero-filled Q and never stored.
     const int strip_row[2] = {16 * warp + g, 16 * warp + g + 8};  // in the consumer's 64 rows
     //! [persistent_consumer]
-    int r0 = 0;  // ring position, as the producer's: key tiles of this block's earlier items
+    std::int64_t r0 = 0;  // ring position, as the producer's: key tiles of earlier items
     for (int k = 0;; ++k) {
       // Work item k, as the producer published it (T = n_items: no item left).
       wait_parity(&item_full[k % Tile::kItemSlots],

@@ -42,18 +42,6 @@ class PersistentStage final : public HopperTmaStage<PersistentStage, hopper::Ker
   /// The dynamic schedule's counter (allocated for both: the choice is made at launch).
   std::int64_t workspace_bytes(const Problem&) const override { return sizeof(int); }
 
-  /// 07c's limits, and the ring position's: a block's key tiles over all its items are counted in
-  /// an int, bounded here by all (query block, key tile) pairs of the problem.
-  Support supports(const Problem& p, const DeviceInfo& dev) const override {
-    if (Support s = Base::supports(p, dev); !s) return s;
-    const std::int64_t pairs = p.batch_heads() * ceil_div(p.seq_q, hopper::TileD64::Br) *
-                               ceil_div(p.seq_kv, hopper::TileD64::Bc);
-    if (pairs <= kMaxFusedBlocks) return Support::yes();
-    return Support::no("B*H*ceil(Sq/128)*ceil(Skv/128) = " + std::to_string(pairs) +
-                       " (query block, key tile) pairs exceed 2^31 - 1: a persistent block counts "
-                       "its ring positions in 32 bits");
-  }
-
   /// 07c's setup, then the grid size and the schedule (the environment is read here, once).
   void setup(const DeviceInfo& dev) override {
     Base::setup(dev);
@@ -94,7 +82,7 @@ class PersistentStage final : public HopperTmaStage<PersistentStage, hopper::Ker
     const CUtensorMap tm_k = make_tensor_map<T>(a.k, sh.bh, sh.skv, Tile::D, Tile::Bc);
     const CUtensorMap tm_v = make_tensor_map<T>(a.v, sh.bh, sh.skv, Tile::D, Tile::Bc);
     const CUtensorMap tm_o = make_tensor_map<T>(a.o, sh.bh, sh.sq, Tile::D, Tile::kConsumerRows);
-    const std::int64_t items = sh.bh * sh.tr;  // T work items (supports(): < 2^31)
+    const std::int64_t items = sh.bh * sh.tr;  // T work items (FusedStage::supports(): < 2^31)
     const int blocks =
         blocks_override_ > 0
             ? blocks_override_
