@@ -111,7 +111,7 @@ TEST_CASE("tile scheduler: every item goes to exactly one block, static and dyna
   }
 }
 
-TEST_CASE("tile scheduler: a block with no first item takes none; one block takes all", "[sched]") {
+TEST_CASE("tile scheduler: a block with no first item takes none, one block takes all", "[sched]") {
   // More slots than items: blocks b >= T have no item, under either schedule.
   CHECK(static_items(5, 8, 5).empty());
   CHECK(dynamic_items(8, 5, 1)[7].empty());
