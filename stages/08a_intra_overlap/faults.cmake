@@ -2,6 +2,9 @@
 # (emu/faults/CMakeLists.txt says what each argument means, emu/faults/README.md how to run them).
 # Each changes one line of the stage's source; FROM is that line with enough of its surroundings
 # to occur exactly once. emu/faults/faults.cmake reads every stage folder's faults.cmake.
+# The faults of the code this step leaves as 07d_overlap has it (descriptors, the producer's
+# barriers, setmaxnreg, the epilogue) are 07d's (stages/07d_overlap/faults.cmake); these are the
+# ones in the tile body this step reorders, and the lesson's own.
 
 flashsteps_fault(08a_missing_wgmma_fence STAGE 08a_intra_overlap
   BREAKS "no wgmma.fence before S = Q K^T"
@@ -18,50 +21,6 @@ flashsteps_fault(08a_wait_group_count STAGE 08a_intra_overlap
   FROM [=[      ptx::wgmma_wait_group<kFirst ? 0 : 1>();]=]
   TO   [=[      ptx::wgmma_wait_group<kFirst ? 1 : 2>();]=]
   EXPECT "writes register [0-9]+ of its accumulator fragment .* still in flight" TESTS "a non-default softmax scale")
-
-flashsteps_fault(08a_q_desc_sbo STAGE 08a_intra_overlap
-  BREAKS "Q's wgmma descriptor has a stride byte offset of half a swizzle atom"
-  FROM [=[          q_base + static_cast<std::uint32_t>((kk / 4) * Tile::kQBlockBytes + (kk % 4) * 32), 16,
-          Tile::kAtomBytes);]=]
-  TO   [=[          q_base + static_cast<std::uint32_t>((kk / 4) * Tile::kQBlockBytes + (kk % 4) * 32), 16,
-          Tile::kAtomBytes / 2);]=]
-  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
-
-flashsteps_fault(08a_consumer_parity STAGE 08a_intra_overlap
-  BREAKS "consumers wait on the wrong parity of k_full[s]: the fresh barrier's previous phase passes at once"
-  FROM [=[      wait_parity(&k_full[s], static_cast<std::uint32_t>(j / kStages) & 1u, "k_full", s);]=]
-  TO   [=[      wait_parity(&k_full[s], (static_cast<std::uint32_t>(j / kStages) & 1u) ^ 1u, "k_full", s);]=]
-  EXPECT "deadlock: every live thread of the block waits" TESTS "a non-default softmax scale")
-
-flashsteps_fault(08a_missing_fence_proxy_async STAGE 08a_intra_overlap
-  BREAKS "no fence.proxy.async between the O staging stores and the TMA store that reads them"
-  FROM [=[    cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);]=]
-  TO   [=[    // (planted fault: fence.proxy.async is gone)]=]
-  EXPECT "changed after the last fence.proxy.async" TESTS "a non-default softmax scale")
-
-flashsteps_fault(08a_dropped_turn_arrive STAGE 08a_intra_overlap
-  BREAKS "consumer 1 never opens consumer 0's first turn: consumer 0 waits at its named barrier forever"
-  FROM [=[    if (cw == 1 && Tc_i > 0) ptx::named_barrier_arrive(kBarTurn + 0, Tile::kConsumerThreads);]=]
-  TO   [=[    // (planted fault: the arrive that opens consumer 0's first turn is gone)]=]
-  EXPECT "deadlock: every live thread.* bar.sync \\(named barrier\\) \\(barrier 1: 128 of 256 threads arrived\\)" TESTS "a non-default softmax scale")
-
-flashsteps_fault(08a_dropped_empty_arrive STAGE 08a_intra_overlap
-  BREAKS "consumers never release a stage of the ring: the producer waits on empty[s] forever"
-  FROM [=[        cuda::ptx::mbarrier_arrive(&empty[sp]);  // K_{j-1}, V_{j-1} may be overwritten]=]
-  TO   [=[        (void)sp;  // (planted fault: the release of the stage is gone)]=]
-  EXPECT "deadlock: every live thread.* 256 of 256 arrivals pending" TESTS "same inputs twice*")
-
-flashsteps_fault(08a_swapped_p_fragment STAGE 08a_intra_overlap
-  BREAKS "P's register A operand takes row g's keys 8+2t.. in place of row g+8's keys 2t.."
-  FROM [=[        p_frag[kk][1] = pack2<T>(s_acc[8 * kk + 2], s_acc[8 * kk + 3]);  // row g + 8]=]
-  TO   [=[        p_frag[kk][1] = pack2<T>(s_acc[8 * kk + 4], s_acc[8 * kk + 5]);  // row g + 8]=]
-  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
-
-flashsteps_fault(08a_missing_store_barrier STAGE 08a_intra_overlap
-  BREAKS "the named barrier before the TMA store is gone: thread 0 stores O before the others staged it"
-  FROM [=[    ptx::named_barrier_sync(kBarStore + cw, Tile::kWarpgroupThreads);]=]
-  TO   [=[    // (planted fault: the store barrier is gone)]=]
-  EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
 
 # Asynchronous lifetimes (issue 20): each passes on the emulator of 1d36caf, which ran a wgmma, a
 # TMA load and setmaxnreg as instants
@@ -89,27 +48,6 @@ flashsteps_fault(08a_s_reset_in_flight STAGE 08a_intra_overlap
   TO   [=[        ptx::wgmma_m64n128k16_ss<T>(s_acc, q_desc(kk), k_desc(s, kk), kk > 0 ? 1 : 0);
       ptx::wgmma_commit_group(); for (float& x : s_acc) x = -INFINITY;  // (planted: S reset in flight)]=]
   EXPECT "a store of [0-9]+ bytes at .*kernels.cu:[0-9]+.* writes register 0 of its accumulator fragment \\(64 fp32 registers: d\\[0..63\\]\\) of wgmma.mma_async.m64n128k16 #[0-9]+ .*still in flight"
-  TESTS "a non-default softmax scale")
-
-flashsteps_fault(08a_q_expect_tx_one_block STAGE 08a_intra_overlap
-  BREAKS "Q's expect_tx counts one 64-column block of the two at D = 128: q_full completes with half of Q in flight"
-  FROM [=[                                           static_cast<std::uint32_t>(Tile::kQBytes));]=]
-  TO   [=[                                           static_cast<std::uint32_t>(Tile::kQBlockBytes));]=]
-  EXPECT "completed phase 0 .* while 1 TMA load\\(s\\) tracked by it, 16384 bytes, had not landed: the phase's expect_tx announced fewer bytes"
-  TESTS "every head dimension the stage supports*")
-
-flashsteps_fault(08a_setmaxnreg_dec_raises STAGE 08a_intra_overlap
-  BREAKS "the producer's setmaxnreg.dec asks for 176 registers, more than the 168 the kernel is launched with"
-  FROM [=[    ptx::setmaxnreg_dec<Tile::kProducerRegs>();]=]
-  TO   [=[    ptx::setmaxnreg_dec<176>();]=]
-  EXPECT "setmaxnreg.dec to 176 from 168 registers per thread \\(the kernel's count at launch: .*\\): .inc must not lower the count, .dec must not raise it"
-  TESTS "a non-default softmax scale")
-
-flashsteps_fault(08a_setmaxnreg_inc_beyond_pool STAGE 08a_intra_overlap
-  BREAKS "the consumers' setmaxnreg.inc asks for 248 registers: the block's pool (what the producer released) cannot give both warpgroups that many"
-  FROM [=[    ptx::setmaxnreg_inc<Tile::kConsumerRegs>();]=]
-  TO   [=[    ptx::setmaxnreg_inc<248>();]=]
-  EXPECT "deadlock: every live thread.*setmaxnreg.inc to 248 from 168 registers per thread .*needs 10240 registers from the block's pool, which holds 8192"
   TESTS "a non-default softmax scale")
 
 # The lesson's own: the order of the tile body, which the SASS test (sass.overlap.*) checks in
