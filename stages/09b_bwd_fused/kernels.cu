@@ -37,7 +37,9 @@
 // accumulator changes from run to run, and fp32 addition is not associative (dK and dV are: one
 // block sums each in a fixed order). The emulator runs the blocks in one seeded order, so its runs
 // repeat. Rows that see no key (causal, Sq > Skv) get dQ = 0 from the zeroed accumulator; keys no
-// row sees get dK = dV = 0. The chapter: book/chapters/stage_09b_bwd_fused.md.
+// row sees get dK = dV = 0. At D = 128 ptxas spills some of the 2·Bc·D/128 = 64 accumulators per
+// thread (the build's resources/09b_bwd_fused.ptxas.txt). The chapter:
+// book/chapters/stage_09b_bwd_fused.md.
 // =================================================================================================
 #include <cfloat>
 #include <cmath>
