@@ -96,7 +96,7 @@ CENSUS = r"\b(HMMA|HGMMA|LDSM|LDGSTS|UTMALDG|UTMASTG|USETMAXREG|BAR|SYNCS)[.A-Z0
 # code (nvdisasm -gi); the smallest region holding an instruction applies. bands: the
 # classes that are not exact, (low, high) of predicted / emulated. Shape: B=4, H=16, Sq=Skv=2048,
 # D=64, fp16, not causal (the runner arguments of the run's ncu_<stage>.provenance.txt, or of its
-# nearest profiled ancestor's for a stage the run did not profile: 06a, 06b, 07a, 07c).
+# nearest profiled ancestor's for a stage the run did not profile: 06a, 06b, 07a, 07b, 07c).
 def _model_03(s):
     # stages/03_online_softmax: OnlineSoftmaxTraits<64>: Br = Bc = 64, 128 threads = 4 warps.
     br, bc, d, thr = 64, 64, s["D"], 128

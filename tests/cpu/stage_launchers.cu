@@ -1,4 +1,4 @@
-// tests/cpu/stage_launchers.cu — the launchers of stages 01, 02, 07a, 07c and 07d inside test_cpu,
+// tests/cpu/stage_launchers.cu — the launchers of stages 01, 02 and 07a to 07d inside test_cpu,
 // so that the refusals their launch() and supports() make before any CUDA call are tested without a
 // GPU (test_stage_launch.cpp).
 //
@@ -29,6 +29,14 @@
 #define FLASHSTEPS_STAGE_NAME FLASHSTEPS_MANIFEST_NAME_07a_wgmma
 #define FLASHSTEPS_STAGE_TITLE FLASHSTEPS_MANIFEST_TITLE_07a_wgmma
 #include "07a_wgmma/launcher.cu"
+#undef make_stage
+#undef FLASHSTEPS_STAGE_NAME
+#undef FLASHSTEPS_STAGE_TITLE
+
+#define make_stage make_stage_07b_tma
+#define FLASHSTEPS_STAGE_NAME FLASHSTEPS_MANIFEST_NAME_07b_tma
+#define FLASHSTEPS_STAGE_TITLE FLASHSTEPS_MANIFEST_TITLE_07b_tma
+#include "07b_tma/launcher.cu"
 #undef make_stage
 #undef FLASHSTEPS_STAGE_NAME
 #undef FLASHSTEPS_STAGE_TITLE

@@ -12,6 +12,7 @@ namespace flashsteps {
 std::unique_ptr<Stage> make_stage_01_tiled();
 std::unique_ptr<Stage> make_stage_02_wmma();
 std::unique_ptr<Stage> make_stage_07a_wgmma();
+std::unique_ptr<Stage> make_stage_07b_tma();
 std::unique_ptr<Stage> make_stage_07c_roles();
 std::unique_ptr<Stage> make_stage_07d_overlap();
 }  // namespace flashsteps
@@ -51,9 +52,10 @@ TEST_CASE("stage 02 refuses Q or O off a 16-byte boundary before launch") {
 
 // An sm_90a build runs on compute capability 9.0 only (FusedStage's kOnlyComputeCapability): a
 // later GPU passes "at least 9.0" but must be refused, by name, while an H100 is accepted.
-TEST_CASE("the sm_90a stages (07a, 07c, 07d) refuse every GPU but compute capability 9.0") {
+TEST_CASE("the sm_90a stages (07a to 07d) refuse every GPU but compute capability 9.0") {
   // A loop, not GENERATE: Catch2 3 needs a header of its own for generators.
-  for (auto* make : {&make_stage_07a_wgmma, &make_stage_07c_roles, &make_stage_07d_overlap}) {
+  for (auto* make : {&make_stage_07a_wgmma, &make_stage_07b_tma, &make_stage_07c_roles,
+                     &make_stage_07d_overlap}) {
     const std::unique_ptr<Stage> stage = make();
     INFO(stage->name());
     DeviceInfo dev;
