@@ -916,15 +916,22 @@ DEPBAR = re.compile(r"^WARPGROUP\.DEPBAR\.LE$")
 
 
 def overlap_verdicts(ins):
-    """[(ok, message)] for each steady-state tile body of one kernel's SASS: a natural loop that
-    issues HGMMA and waits on WARPGROUP.DEPBAR.LE gsb0, 0x1 (two groups in flight)."""
+    """[(ok, message)] for each steady-state tile body of one kernel's SASS: an innermost natural
+    loop that issues HGMMA and waits on WARPGROUP.DEPBAR.LE gsb0, 0x1 (two groups in flight). A
+    loop around such loops (a persistent kernel's loop over work items, stage 08b) is not a tile
+    body: it also holds the peeled first tile and the last P V."""
     out = []
-    for lp in find_loops(ins):
+
+    def issues_both(lp):
+        return any(ins[i]["op"].startswith("HGMMA") for i in lp["ins"]) and \
+            any(DEPBAR.match(ins[i]["op"]) and ins[i]["args"].endswith("0x1") for i in lp["ins"])
+
+    bodies = [lp for lp in find_loops(ins) if issues_both(lp)]
+    for lp in bodies:
+        if any(o is not lp and o["ins"] < lp["ins"] for o in bodies):
+            continue  # it holds a tile body: an outer loop
         body = sorted(lp["ins"])  # in address order
         waits = [(i, ins[i]["args"]) for i in body if DEPBAR.match(ins[i]["op"])]
-        if not any(ins[i]["op"].startswith("HGMMA") for i in body) or \
-                not any(a.endswith("0x1") for _, a in waits):
-            continue
         where = f"the tile body at /*{ins[lp['header']]['addr']}*/"
         exps = [i for i in body if ins[i]["op"].startswith("MUFU.EX2")]
         s_wait = next(i for i, a in waits if a.endswith("0x1"))

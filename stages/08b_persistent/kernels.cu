@@ -3,40 +3,46 @@
 // block) that a tile scheduler hands it, and loads the next item's Q, K, V under the last one's
 // epilogue.
 //
-// What changed since stage 07d (its parent): the consumers' tile body (tile_step), the softmax,
-// the descriptors, the ping-pong and the epilogue's staging are 07d's; the kernel's outer
+// What changed since stage 08a (its parent): the consumers' tile body (tile_step, with 08a's O
+// rescale before P V is issued and its shared-memory anchor before wgmma.wait_group 0), the
+// softmax, the descriptors, the ping-pong and the epilogue's staging are 08a's; the kernel's outer
 // structure changed:
 //  * The grid: G = one block per SM (the launcher; a test may set G), not one per query block.
 //    Each role runs a loop over work items k = 0, 1, ...; item k of block b comes from
-//    scheduler.cuh: a static order (non-causal: 07d's launch order; causal: longest processing
+//    scheduler.cuh: a static order (non-causal: 08a's launch order; causal: longest processing
 //    time first, the heaviest query blocks of every head first) walked either statically (b, b+G,
 //    ...) or dynamically (a global atomic counter, tile_counter; the launcher picks).
 //  * The producer thread fetches the next item and publishes it in items[k % 2] (mbarrier
 //    item_full[k % 2]); the consumers read it there.
 //  * The ring of K/V stages runs on across items (ring position r0 + j), so the producer loads
-//    the next item's first K, V tiles while the consumers finish the last P V and the epilogue.
+//    the next item's first K, V tiles while the consumers finish the last P V and the epilogue;
+//    the stage of an item's last tile is released after its last P V, as every other.
 //  * Q's region doubles as O's staging buffer (07b): the next item's Q load waits on q_empty, on
 //    which each consumer's storing thread arrives once its TMA store has read the staged O
 //    (cp.async.bulk.wait_group.read). Q is loaded for every item, even one whose rows see no key.
 //
 //! [prediction]
-// Which metric should move, and by how much (written before any measurement; H100 SXM, fp16, the
-// bench's shapes: B*S = 16k, H*D = 2048). The model: 07d's committed run (book/data, as
-// 07_hopper) spends 163.6 us on D = 128, S = 512, non-causal: 2048 blocks in 15.5 waves of 132,
-// 10.5 us a wave, where the block's 33.5 MFLOP at 07d's own 16k rate (647 TFLOP/s, 4.9 per SM)
-// take 6.8 us: ~3.7 us per block go to the launch, the barrier init, the first Q, K, V loads
-// with nothing to overlap them, the fill and drain of the consumers' pipeline and the epilogue.
-// A persistent block hides the loads of item k+1 under item k's end (the K, V ring runs on; Q
-// waits for the store's read, so its latency, ~1 us, stays exposed) and pays the launch once:
-// 15-40% of those 3.7 us. Under a causal mask a block's work is i+1 key tiles; 07d's launch
-// order leaves the hardware's block scheduler to balance them (a head's last query block first),
-// the LPT order with a dynamic counter keeps the last items short. Issue 33 quotes FA3's and
-// others' scheduler measurements at +8-16% causal at S <= 2k and about nothing at 16k, and a
-// static LPT order a few percent behind a dynamic one at 4k-16k; FA3's scheduler
-// (DynamicPersistentTileScheduler, hopper/tile_scheduler.hpp in Dao-AILab/flash-attention) takes
-// the same shape as ours: LPT order in L2-sized sections of heads, first item blockIdx.x, then
-// gridDim.x + atomicAdd.
-//  * Speedup over 07d (same run), D = 128: non-causal 1.03-1.12x at S = 512, 1.00-1.06x at 2k,
+// Which metric should move, and by how much (written before any GPU ran this stage or 08a; H100
+// SXM, fp16, the bench's shapes: B*S = 16k, H*D = 2048; against 08a on the same run). The model:
+// no run has measured 08a, whose step changes the steady-state tile body and not the per-block
+// prologue and epilogue (08a's header: 1.00-1.05x over 07d at S = 512), so the fixed cost per
+// block is 07d's. 07d's committed run (book/data, as 07_hopper) spends 163.6 us on D = 128,
+// S = 512, non-causal: 2048 blocks in 15.5 waves of 132, 10.5 us a wave, where the block's 33.5
+// MFLOP at 07d's own 16k rate (647 TFLOP/s, 4.9 per SM) take 6.8 us: ~3.7 us per block go to the
+// launch, the barrier init, the first Q, K, V loads with nothing to overlap them, the fill and
+// drain of the consumers' pipeline and the epilogue. A persistent block hides the loads of item
+// k+1 under item k's end (the K, V ring runs on; Q waits for the store's read, so its latency,
+// ~1 us, stays exposed) and pays the launch once: 15-40% of those 3.7 us. If 08a shortens the
+// block's compute (up to 5% at S = 512, 08a's range), the same microseconds are a slightly larger
+// share of 08a's block, under a point of speedup: the ranges first written against 07d stand. Under
+// a causal mask a block's work is i+1 key tiles; 08a's launch order (07d's) leaves the hardware's
+// block scheduler to balance them (a head's last query block first), the LPT order with a dynamic
+// counter keeps the last items short. Issue 33 quotes FA3's and others' scheduler measurements at
+// +8-16% causal at S <= 2k and about nothing at 16k, and a static LPT order a few percent behind
+// a dynamic one at 4k-16k; FA3's scheduler (DynamicPersistentTileScheduler,
+// hopper/tile_scheduler.hpp in Dao-AILab/flash-attention) takes the same shape as ours: LPT order
+// in L2-sized sections of heads, first item blockIdx.x, then gridDim.x + atomicAdd.
+//  * Speedup over 08a (same run), D = 128: non-causal 1.03-1.12x at S = 512, 1.00-1.06x at 2k,
 //    0.98-1.03x at 16k; causal 1.08-1.20x at S = 512, 1.05-1.15x at 2k, 0.98-1.04x at 16k.
 //  * D = 64 (half the work per item, the same fixed cost): non-causal 1.05-1.15x at S = 512,
 //    causal 1.08-1.22x at S = 512; 0.98-1.04x at 16k either way.
@@ -44,7 +50,7 @@
 //    faster at S = 4k-16k, within +-2% at S = 512 (a static cyclic walk of the LPT order gives
 //    block 0 the heaviest item of every round: over 15.5 rounds of 132 items at 16k it carries
 //    ~3-6% more key tiles than the mean).
-//  * Resources: registers as 07d (168 at launch, 24 / 240 after setmaxnreg), 0 spills; shared
+//  * Resources: registers as 08a (168 at launch, 24 / 240 after setmaxnreg), 0 spills; shared
 //    memory +32 B (three mbarriers, two item slots).
 //! [prediction]
 //
@@ -52,10 +58,12 @@
 // bf16; causal or not; any Sq, Skv >= 1; Q, K, V, O 16-byte aligned (TMA's rules); B*H*Tr < 2^31
 // work items (the ring position, a block's key tiles so far, is 64-bit); one block per SM, no
 // clusters. The dynamic schedule needs a 4-byte workspace, zeroed in every launch (a
-// cudaMemsetAsync before the kernel, in the stream). Not yet, versus FA3: no TMA multicast, K
-// released with V, Bc = 128 at D = 128 (FA3: 176), no FP8, Q's load not overlapped with the store's
-// read (FA3 at D = 128 has no separate O buffer either). The model behind the numbers, and the
-// verdicts: book/chapters/stage_08b_persistent.md.
+// cudaMemsetAsync before the kernel, in the stream). 08a's anchor holds the softmax between the
+// two waits for nvcc 13.0 only, as CTest sass.overlap.08b_persistent reads it. 912 bytes of the
+// 227 KiB opt-in remain at D = 128. Not yet, versus FA3: no TMA multicast, K released with V,
+// Bc = 128 at D = 128 (FA3: 176), no FP8, Q's load not overlapped with the store's read (FA3 at
+// D = 128 has no separate O buffer either). The model behind the numbers, and the verdicts:
+// book/chapters/stage_08b_persistent.md.
 // =================================================================================================
 #include <cuda.h>  // CUtensorMap and its enums (header only: the encoder comes via the runtime)
 #include <cuda/ptx>
@@ -183,8 +191,9 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
   std::uint64_t* v_full = bars + 1 + kStages;
   std::uint64_t* empty = bars + 1 + 2 * kStages;
   std::uint64_t* q_empty = bars + 1 + 3 * kStages;
-  std::uint64_t* item_full = bars + 2 + 3 * kStages;            // [Tile::kItemSlots]
-  int* items = reinterpret_cast<int*>(smem + Tile::kOffItems);  // [Tile::kItemSlots]
+  std::uint64_t* item_full = bars + 2 + 3 * kStages;                  // [Tile::kItemSlots]
+  float* anchor = reinterpret_cast<float*>(smem + Tile::kOffAnchor);  // a word per consumer
+  int* items = reinterpret_cast<int*>(smem + Tile::kOffItems);        // [Tile::kItemSlots]
 
   //! [work_items]
   // The work items: T = B*H*Tr query blocks, in the order of scheduler.cuh (static for
@@ -381,6 +390,22 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       float m_run[2] = {-INFINITY, -INFINITY};  // running max of this thread's 2 rows
       float l_run[2] = {0.0f, 0.0f};  // this lane's share of the running sums (quad-reduced later)
       std::uint32_t p_frag[Tile::kPV][4];  // (64, Bc) dtype P strip: Bc/16 register A operands
+      // O_i and l of row h are rescaled by alpha[h] = exp2(tau2 (m_old - m_new)). The softmax of
+      // tile j computes it; O takes it one tile later, just before P_j V_j is added to it (tile
+      // j + 1's issue, or the last P V after the loop), so that nothing after the softmax touches
+      // O.
+      float alpha[2] = {0.0f, 0.0f};
+      //! [rescale]
+      auto rescale_o = [&] {  // O_i = alpha O_i (no wgmma writes O now: its last P V has landed)
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n) {
+          o_acc[4 * n + 0] *= alpha[0];
+          o_acc[4 * n + 1] *= alpha[0];
+          o_acc[4 * n + 2] *= alpha[1];
+          o_acc[4 * n + 3] *= alpha[1];
+        }
+      };
+      //! [rescale]
 
       wait_parity(q_full, static_cast<std::uint32_t>(k) & 1u, "q_full", 0);
       //! [pingpong]
@@ -421,6 +446,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
           ptx::wgmma_m64n128k16_ss<T>(s_acc, q_desc(kk), k_desc(s, kk), kk > 0 ? 1 : 0);
         ptx::wgmma_commit_group();
         if constexpr (!kFirst) {
+          rescale_o();  // O = alpha_{j-1} O: the previous tile's factor, before P_{j-1} V_{j-1}
+                        // adds
           // P and O are loop-carried: ptxas may have moved them between registers since the fence
           // above (it injects a fence of its own if not, C7519). A fence does not wait for S_j.
           ptx::wgmma_fence();
@@ -455,7 +482,6 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
 
         //! [online_softmax]
         // Stage 06's softmax on a 64-row strip: a row lives in the 4 lanes of a quad (2 shuffles).
-        float alpha[2];  // O_i and l of row h are rescaled by alpha[h] = exp2(tau2 (m_old - m_new))
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           float mx = m_run[h];
@@ -484,22 +510,22 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         //! [online_softmax]
 
         // Keeps the softmax above the wait below in the PTX (arithmetic may otherwise move across
-        // an asm volatile). Measured in SASS (nvcc 13.0): ptxas still schedules this wait's
-        // WARPGROUP.DEPBAR ahead of the MUFU.EX2s, so the overlap of a warpgroup's softmax with its
-        // own P V is not realised yet; the ping-pong between the two warpgroups is (see Limits).
+        // an asm volatile). That alone does not hold in SASS: wgmma.wait_group has no operand, and
+        // ptxas 13.0 schedules its WARPGROUP.DEPBAR right after the wait for S_j, ahead of every
+        // MUFU.EX2 (stage 07d). What ptxas does keep in order is a shared-memory store and a later
+        // WARPGROUP.DEPBAR; the anchor is such a store, of a value that needs every exponential of
+        // the tile (l sums them all), so the softmax must finish before it and the wait comes
+        // after.
         ptx::wgmma_fence_operand(s_acc);
+        //! [anchor]
+        anchor[cw * Tile::kWarpgroupThreads + tid] = l_run[0] + l_run[1];  // never read
+        //! [anchor]
         // P_{j-1} V_{j-1} has landed in O; its operands (p_frag, stage j-1) are free again.
         ptx::wgmma_wait_group<0>();
         ptx::wgmma_fence_operand(o_acc);
         ptx::wgmma_fence_operand(p_frag);
-        if constexpr (!kFirst)
+        if constexpr (!kFirst) {
           cuda::ptx::mbarrier_arrive(&empty[sp]);  // K_{j-1}, V_{j-1} may be overwritten
-#pragma unroll
-        for (int n = 0; n < D / 8; ++n) {  // O_i = alpha O_i; P_j V_j is added next tile
-          o_acc[4 * n + 0] *= alpha[0];
-          o_acc[4 * n + 1] *= alpha[0];
-          o_acc[4 * n + 2] *= alpha[1];
-          o_acc[4 * n + 3] *= alpha[1];
         }
         //! [p_in_registers]
         // The S accumulator's n8 slices 2kk, 2kk+1 hold exactly the register A operand of k16 step
@@ -532,6 +558,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         const int sp = (r0 + Tc_i - 1) % kStages;
         wait_parity(&v_full[sp], static_cast<std::uint32_t>((r0 + Tc_i - 1) / kStages) & 1u,
                     "v_full", sp);
+        rescale_o();
         ptx::wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < Tile::kPV; ++kk) {

@@ -40,11 +40,12 @@ using SupportedHeadDims = HeadDims<64, 128>;
 ///   V ring kStages x (Bc, D) likewise
 ///   bars   q_full, k_full[kStages], v_full[kStages], empty[kStages], q_empty, item_full[2]:
 ///          8-byte mbarriers
+///   anchor one fp32 word per consumer thread (1 KiB), written each tile, never read (kernels.cu)
 ///   items  2 work items (int): the producer's slots that tell the consumers what comes next
 ///
 ///   D    Bc   kStages  bytes                        sm_90 opt-in (227 KiB = 232,448 B)
-///   64   128  4        16 K + 4 x 32 K + 1,160 =  148,616 B   yes, 1 block/SM (registers: 1)
-///   128  128  3        32 K + 3 x 64 K + 1,136 =  230,512 B   yes, 1 block/SM
+///   64   128  4        16 K + 4 x 32 K + 2,184 =  149,640 B   yes, 1 block/SM (registers: 1)
+///   128  128  3        32 K + 3 x 64 K + 2,160 =  231,536 B   yes, 1 block/SM (912 B spare)
 /// Why: a consumer warpgroup holds S (64, Bc) fp32 = Bc/2 registers per thread, P (64, Bc) 16-bit
 /// = Bc/4 and O (64, D) fp32 = D/2: 64 + 32 + 64 = 160 at D = 128, Bc = 128 — inside the 240 that
 /// setmaxnreg gives a consumer. Bc = 128 is also wgmma's sweet spot (m64n128k16 for S). The ring
@@ -90,7 +91,11 @@ struct HopperTraits {
   static constexpr int kItemSlots = 2;
   static constexpr int kBarriers = 1 + 3 * Stages + 1 + kItemSlots;
   static constexpr std::size_t kBarBytes = kBarriers * sizeof(std::uint64_t);
-  static constexpr std::size_t kOffItems = kOffBar + kBarBytes;  // int items[kItemSlots]
+  /// One fp32 word per consumer thread, written once per tile and never read: the store that
+  /// holds the wait for P V below the softmax in the compiled code (kernels.cu, "anchor").
+  static constexpr std::size_t kOffAnchor = kOffBar + kBarBytes;
+  static constexpr std::size_t kAnchorBytes = std::size_t{kConsumerThreads} * sizeof(float);
+  static constexpr std::size_t kOffItems = kOffAnchor + kAnchorBytes;  // int items[kItemSlots]
   static constexpr std::size_t kItemBytes = kItemSlots * sizeof(int);
   /// The runtime does not promise more than 16-byte alignment of dynamic shared memory; the kernel
   /// rounds its base up to 1024 and reserves the slack.

@@ -1,6 +1,6 @@
 // stages/08b_persistent/launcher.cu — stage 08b as a flashsteps::Stage. What every fused stage
 // shares (limits, shared-memory opt-in, dispatch) is flashsteps/fused_stage.cuh, and what it
-// shares with stage 07d (compute capability 9.0 only, the four TMA tensor maps, the check of the
+// shares with stage 08a (compute capability 9.0 only, the four TMA tensor maps, the check of the
 // setmaxnreg budgets) flashsteps/hopper_tma_stage.cuh. This stage decides, besides one tile per
 // head dim (kernels.cuh), the persistent grid and the schedule (scheduler.cuh), once per launch:
 //   grid      one block per SM (at most one per work item); FLASHSTEPS_PERSISTENT_BLOCKS=N sets N
@@ -42,7 +42,7 @@ class PersistentStage final : public HopperTmaStage<PersistentStage, hopper::Ker
   /// The dynamic schedule's counter (allocated for both: the choice is made at launch).
   std::int64_t workspace_bytes(const Problem&) const override { return sizeof(int); }
 
-  /// 07d's setup, then the grid size and the schedule (the environment is read here, once).
+  /// 08a's setup, then the grid size and the schedule (the environment is read here, once).
   void setup(const DeviceInfo& dev) override {
     Base::setup(dev);
     sm_count_ = dev.sm_count;

@@ -31,7 +31,7 @@ struct WorkItem {
 //! [scheduler_traits]
 /// The order of the work items, for query blocks of kBr rows, head dim kD and the causal flag.
 ///   non-causal  every Q_i costs the same Tc key tiles: a head's query blocks stay adjacent (they
-///               read the same K, V, which stays in L2), the last one first (07d's launch order).
+///               read the same K, V, which stays in L2), the last one first (08a's launch order).
 ///   causal      Q_i costs about i+1 key tiles (the diagonal): longest processing time first
 ///               (LPT, Graham 1969): the heaviest query blocks of every head before the lighter
 ///               ones, so that the last items to start are short and the blocks finish together.

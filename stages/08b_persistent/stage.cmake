@@ -1,9 +1,10 @@
 # The manifest of this stage: its place in the stage tree and what the build, tests, bench, book
 # and scripts know of it (flashsteps_stage(), in stages/flashsteps_add_stage.cmake).
 flashsteps_stage(
-  PARENT 07d_overlap
+  PARENT 08a_intra_overlap
   ARCHS 90a
   WATCHDOG
+  SASS_OVERLAP
   PART past_cudnn
   TITLE "Persistent: one block per SM walks the work items a tile scheduler hands it"
   TEACHES "a persistent kernel: a grid of one block per SM, a tile scheduler (static order, \
