@@ -17,7 +17,8 @@ budget, prints the plan with an estimate for every command, runs it and writes o
   bench_<stage>.json     Google Benchmark JSON at the canonical shapes (fp16), every stage and
                          baseline; bench_<stage>.bf16.json when the budget allows bf16
   sm_clock.csv           the SM clock sampled every 0.5 s while the peaks and benches ran
-  sdpa.json              PyTorch SDPA per backend (when this host's python3 has torch)
+  sdpa.json              PyTorch SDPA per backend, the forward (when this host's python3 has torch)
+  sdpa_bwd.json          the same, the backward (with the backward line's benches)
   ncu_<stage>.csv        Nsight Compute, the fixed metric set (ncu-metrics.txt)
   table.md               the comparison table of this run
 and ends by packing the folder into one archive (ARCHIVE, default <out>.tgz) and printing a
@@ -26,11 +27,12 @@ summary per stage.
   run.sh [--budget-min N] [--dry-run] [--steps LIST] [--stages "06a 07"] [--out DIR]
          [--archive FILE] [--dtypes fp16,bf16] [--iters N]
   --budget-min  wall-clock budget in minutes (0: none, everything runs). The plan takes, in
-                order, what a committable run needs (every GPU suite; the peaks; every stage's
-                and baseline's bench and SDPA's backends at the canonical fp16 shapes;
-                memcheck and racecheck of every stage whose kernels no committed run sanitized
-                with the same PTX), then what fits of: the runners, Nsight Compute profiles
-                (unprofiled stages first), the other sanitizer runs, bf16. The estimates are the
+                order, what a committable run needs (every GPU suite; the peaks; every forward
+                stage's and baseline's bench and SDPA's forward backends at the canonical fp16
+                shapes; memcheck and racecheck of every stage whose kernels no committed run
+                sanitized with the same PTX), then what fits of: the backward stages' benches
+                with SDPA's backward, Nsight Compute profiles (unprofiled stages first), the
+                runners, the other sanitizer runs, bf16. The estimates are the
                 committed run's own timings (estimates.tsv in the bundle), else the stated
                 defaults; a command never runs past the budget.
   --dry-run     print the plan (every command with its timeout and estimate) and the files it
@@ -70,7 +72,8 @@ PROFILE_SHAPE = "--batch 4 --heads 16 --seq 2048 --dim 64"
 # What a command is guessed to take on an H100 when no committed run recorded it (seconds). Each
 # plan line says whether its estimate is a recorded time or one of these.
 DEFAULTS = {"tests:cpu": 10, "tests": 90, "memcheck": 20, "racecheck": 40, "synccheck": 20,
-            "initcheck": 20, "runner": 6, "peaks": 5, "bench": 20, "sdpa": 120, "profile": 20,
+            "initcheck": 20, "runner": 6, "peaks": 5, "bench": 20, "sdpa": 120, "sdpa_bwd": 240,
+            "profile": 20,
             "finish": 15}
 SAFETY = 0.9  # the plan fills at most this share of the budget: estimates are not promises
 # Under a budget, a stage whose bench would take longer than this at --iters launches per shape
@@ -146,16 +149,23 @@ def estimates_command(run_dir, tree_file):
                 est[f"bench:{e['name']}:{dtype}"] = (bench_json_seconds(f),
                                                      f"rebuilt from {label}'s bench_{old}{suffix}.json")
     for dtype, suffix in (("fp16", ""), ("bf16", ".bf16")):
-        f = os.path.join(run_dir, f"sdpa{suffix}.json")
-        if os.path.exists(f):
-            # torch's import, CUDA context and per-backend compilation come on top: 15 s. A run
-            # from before sdpa_bench.py timed the backward (no sdpa_bwd_ entries) timed the
-            # forward only; the backward adds about 2.5 times that (its FLOP count).
-            sec, how = bench_json_seconds(f), f"rebuilt from {label}'s sdpa{suffix}.json"
-            with open(f, encoding="utf-8") as fh:
+        # SDPA's forward (sdpa.json) and backward (sdpa_bwd.json) are two jobs. torch's import,
+        # CUDA context and per-backend compilation come on top of each: 15 s. A run from before
+        # the split holds both in sdpa.json, or (older) the forward only; the backward is then
+        # guessed as 2.5 times the forward (its FLOP count), and the plan line says so.
+        fwd = os.path.join(run_dir, f"sdpa{suffix}.json")
+        bwd = os.path.join(run_dir, f"sdpa_bwd{suffix}.json")
+        if os.path.exists(bwd):
+            est[f"sdpa_bwd:{dtype}"] = (bench_json_seconds(bwd) + 15,
+                                        f"rebuilt from {label}'s sdpa_bwd{suffix}.json")
+        if os.path.exists(fwd):
+            sec, how = bench_json_seconds(fwd), f"rebuilt from {label}'s sdpa{suffix}.json"
+            with open(fwd, encoding="utf-8") as fh:
                 names = [b.get("name", "") for b in json.load(fh).get("benchmarks", [])]
-            if not any(n.startswith("sdpa_bwd_") for n in names):
-                sec, how = 3.5 * sec, how + ", forward only: times 3.5 for the backward"
+            if any(n.startswith("sdpa_bwd_") for n in names):  # both passes in one file
+                sec, how = sec / 3.5, how + ", forward and backward: 1/3.5 of it for the forward"
+            elif f"sdpa_bwd:{dtype}" not in est:
+                est[f"sdpa_bwd:{dtype}"] = (2.5 * sec + 15, how + " (the forward), times 2.5")
             est[f"sdpa:{dtype}"] = (sec + 15, how)
     timings = os.path.join(run_dir, "timings.tsv")
     if os.path.exists(timings):
@@ -254,8 +264,12 @@ class Planner:
                     iters = a.iters
                     sec *= (iters + 3) / (RECORDED_ITERS + 3)
                     why = f"the canonical shapes, {d}"
+                    job_tier = tier
                     if self.index[n].get("kind") == "backward":  # against SDPA's backward
-                        why += ", the backward pass"
+                        # The backward line and SDPA's backward are one optional group (tier
+                        # 1): a short plan times the forward stages and their references first.
+                        why += ", the backward pass (with SDPA's backward, when the budget allows)"
+                        job_tier = max(tier, 1)
                     if a.budget_s > 0 and sec > BENCH_CAP_S and iters > BENCH_MIN_ITERS:
                         fewer = max(BENCH_MIN_ITERS, int(iters * BENCH_CAP_S / sec))
                         why += (f", {fewer} launches per shape instead of {iters} (about "
@@ -264,16 +278,24 @@ class Planner:
                         iters = fewer
                     jobs.append(Job(jid, "bench", [[
                         f"{self.bin}/bench_{n}", f"--fs_dtypes={d}", f"--fs_iters={iters}",
-                        f"--benchmark_out={out}", "--benchmark_out_format=json"]], sec, src, tier,
-                        stage=n, why=why))
+                        f"--benchmark_out={out}", "--benchmark_out_format=json"]], sec, src,
+                        job_tier, stage=n, why=why))
             if "sdpa" in steps:
                 # The canonical shapes as the stages' harness lists them (one list).
                 harness = f"{self.bin}/bench_{names[0]}"
                 add(f"sdpa:{d}", "sdpa",
                     [["python3", os.path.join(self.root, "scripts", "sdpa_bench.py"), "--out",
                       f"sdpa{suffix}.json", "--harness", harness, "--dtypes", d, "--iters",
-                      str(a.iters)]],
-                    "sdpa", tier, why=f"PyTorch SDPA's backends, forward and backward, {d}")
+                      str(a.iters), "--passes", "fwd"]],
+                    "sdpa", tier, why=f"PyTorch SDPA's backends, the forward, {d}")
+                if any(self.index[n].get("kind") == "backward" for n in names):
+                    add(f"sdpa_bwd:{d}", "sdpa",
+                        [["python3", os.path.join(self.root, "scripts", "sdpa_bench.py"), "--out",
+                          f"sdpa_bwd{suffix}.json", "--harness", harness, "--dtypes", d,
+                          "--iters", str(a.iters), "--passes", "bwd"]],
+                        "sdpa_bwd", max(tier, 1),
+                        why=f"PyTorch SDPA's backends, the backward (the backward line's "
+                            f"reference), {d}")
         if "profile" in steps:
             # Stages no committed run profiled with the same PTX first.
             order = sorted((n for n in names if self.index[n]["role"] == "stage"),
@@ -307,7 +329,8 @@ def plan_seconds(jobs):
 
 def pick(jobs, budget_s):
     """Tier 0 always; then each later tier's jobs, in order, while the plan fits the budget: 1 the
-    profiles of kernels no committed run profiled, 2 the runners, 3 the other sanitizers and the
+    backward line's benches with SDPA's backward, and the profiles of kernels no committed run
+    profiled, 2 the runners, 3 the other sanitizers and the
     profiles a PTX-identical committed run has, 4 bf16."""
     for j in jobs:
         j.picked = j.tier == 0
