@@ -608,9 +608,9 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
   CHECK_THAT(r.missing_reason, ContainsSubstring("does not exist"));
   const auto& written = r.written;
   std::vector<std::string> expected = {
-      "table_all.md",    "provenance.md",          "emu_compare.md",  "plot_stages.dat",
-      "plot_stages.svg", "plot_seqlen.dat",        "plot_seqlen.svg", "stage_table.md",
-      "stage_pages.md",  "stage_pages_backward.md"};
+      "table_all.md",    "provenance.md",           "emu_compare.md",    "plot_stages.dat",
+      "plot_stages.svg", "plot_seqlen.dat",         "plot_seqlen.svg",   "stage_table.md",
+      "stage_pages.md",  "stage_pages_backward.md", "contents_stages.md"};
   for (const std::string& s : build_stages().names()) {
     for (const char* kind :
          {"table_", "ncu_", "ncu_diff_", "verdict_", "emu_", "step_", "status_"}) {
@@ -644,13 +644,21 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
       CHECK_THAT(read(out.path / f), StartsWith("1. \\subpage stage00\n2. \\subpage stage01\n") &&
                                          ContainsSubstring(". \\subpage stage06b\n") &&
                                          EndsWith(". \\subpage " + last_in_part_2 + "\n"));
+    } else if (f == "contents_stages.md") {  // every chapter of the tree, under its part
+      const std::string text = read(out.path / f);
+      CHECK_THAT(text, StartsWith("<b>\\ref part2</b>\n\n- \\ref stage00\n") &&
+                           ContainsSubstring("<b>\\ref part_backward</b>"));
+      for (const StageList::Stage& s : build_stages().stages) {
+        INFO(s.name);
+        CHECK_THAT(text, ContainsSubstring("- \\ref " + s.anchor + "\n"));
+      }
     } else if (f.starts_with("stage_pages_")) {  // another part's: its own numbering from 1
       CHECK_THAT(read(out.path / f), StartsWith("1. \\subpage stage"));
     } else if (f == "stage_table.md") {
       CHECK_THAT(read(out.path / f),
                  ContainsSubstring("| `06c_swizzle` | `06b_registers` | \\ref stage06c | the XOR "
-                                   "swizzle in place of padded shared-memory rows | not yet "
-                                   "measured on a GPU"));
+                                   "swizzle in place of padded shared-memory rows") &&
+                     ContainsSubstring("| not yet measured on a GPU"));
     } else if (f != "ncu_diff_00_scalar.md" && f != "ncu_diff_09a_bwd_scalar.md") {  // roots
       CHECK_THAT(read(out.path / f), ContainsSubstring("No measurement committed yet") &&
                                          ContainsSubstring("`bench/gpu-check.sh`"));

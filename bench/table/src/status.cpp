@@ -1,6 +1,7 @@
 // fs_table/src/status.cpp — README's status table from a run (see fs_table/table.hpp).
 #include "fs_table/table.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <map>
@@ -407,6 +408,20 @@ std::string book_stage_pages(const StageList& stages, const std::string& part) {
   int k = 0;
   for (const StageList::Stage& s : stages.stages)
     if (s.part == part) md += std::to_string(++k) + ". \\subpage " + s.anchor + "\n";
+  return md;
+}
+
+std::string book_contents(const StageList& stages) {
+  std::vector<std::string> parts = {""};
+  for (const StageList::Stage& s : stages.stages)
+    if (std::find(parts.begin(), parts.end(), s.part) == parts.end()) parts.push_back(s.part);
+  std::string md;
+  for (const std::string& part : parts) {
+    md += "<b>\\ref " + (part.empty() ? std::string("part2") : "part_" + part) + "</b>\n\n";
+    for (const StageList::Stage& s : stages.stages)
+      if (s.part == part && !s.anchor.empty()) md += "- \\ref " + s.anchor + "\n";
+    md += "\n";
+  }
   return md;
 }
 

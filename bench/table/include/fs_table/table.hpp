@@ -152,7 +152,7 @@ struct StageList {
     std::string teaches;  ///< the manifest's TEACHES: the stage tables' "what it teaches"
     std::string anchor;   ///< its chapter's page anchor (stage06c), empty without a chapter
     StageKind kind = StageKind::forward;  ///< the manifest's KIND
-    std::string part;     ///< the manifest's PART: the book part of its chapter; empty: Part II
+    std::string part;  ///< the manifest's PART: the book part of its chapter; empty: Part II
   };
   struct Baseline {
     std::string name;
@@ -639,6 +639,9 @@ std::string book_stage_table(const RunData& run);
 /// The \\subpage list of the chapters of the stages in book part `part` (the manifests' PART;
 /// empty: Part II), in the tree's order.
 std::string book_stage_pages(const StageList& stages, const std::string& part);
+/// The front page's contents of the stage parts: Part II, then each PART in the order its first
+/// stage comes in the tree, each a bold link to the part and a list of links to its chapters.
+std::string book_contents(const StageList& stages);
 
 // ---- emulated counts ----------------------------------------------------------------------------
 // The emulator's counts at a profile's shape (emu_<stage>.csv, written by bench/emu-profile.sh in
