@@ -165,15 +165,18 @@ def test_every_stage_supports_the_contracts_minimum():
         assert {64, 128} <= set(s.head_dims) and set(s.dtypes) == {"fp16", "bf16"}, s
 
 
-@pytest.mark.parametrize("stage", [s.name for s in flashsteps.stages()
-                                   if s.gpu and s.kind == "forward"])
+@pytest.mark.parametrize("stage", [s for s in flashsteps.stages() if s.gpu], ids=lambda s: s.name)
 def test_no_gpu_and_no_emulation_is_the_runners_refusal(stage):
-    if flashsteps._module(stage, emulated=False).device_available()[0]:
+    if flashsteps._module(stage.name, emulated=False).device_available()[0]:
         pytest.skip("this machine has a GPU")
     q, k, v = make_inputs(1, 1, 8, 8, 64, "fp16")
-    assert_runners_refusal(stage, ["--seq", "8"], 3, RuntimeError,
-                           lambda: flashsteps.attention(q, k, v, stage=stage, emulate=False),
-                           emulated=False)
+    if stage.kind == "backward":  # the same refusal through the backward's entry point
+        o, lse = q.copy(), np.zeros((1, 1, 8), np.float32) + 1
+        call = lambda: flashsteps.attention_backward(q, k, v, o, lse, q, stage=stage.name,
+                                                     emulate=False)
+    else:
+        call = lambda: flashsteps.attention(q, k, v, stage=stage.name, emulate=False)
+    assert_runners_refusal(stage.name, ["--seq", "8"], 3, RuntimeError, call, emulated=False)
 
 
 def test_a_build_without_gpu_modules_says_so():
