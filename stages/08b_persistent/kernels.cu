@@ -97,14 +97,9 @@ static_assert(kBarStoreConsumer1 < 16, "a block has 16 named barriers, ids 0 to 
 
 //! [fetch]
 // The dynamic schedule's fetch: the counter's old value, +1. Relaxed: only the values must be
-// distinct, nothing is published through the counter. The CPU emulator has no atomicAdd yet: its
-// build takes the host compiler's atomic, which its access hooks see as the atomic it is.
+// distinct, nothing is published through the counter.
 __device__ __forceinline__ int fetch_add_one(int* counter) {
-#if defined(FLASHSTEPS_EMULATE)
-  return __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
-#else
   return atomicAdd(counter, 1);
-#endif
 }
 //! [fetch]
 
