@@ -37,9 +37,10 @@
 // accumulator changes from run to run, and fp32 addition is not associative (dK and dV are: one
 // block sums each in a fixed order). The emulator runs the blocks in one seeded order, so its runs
 // repeat. Rows that see no key (causal, Sq > Skv) get dQ = 0 from the zeroed accumulator; keys no
-// row sees get dK = dV = 0. At D = 128 ptxas spills some of the 2·Bc·D/128 = 64 accumulators per
-// thread (the build's resources/09b_bwd_fused.ptxas.txt). The chapter:
-// book/chapters/stage_09b_bwd_fused.md.
+// row sees get dK = dV = 0. The loops over a thread's elements are unrolled (dK_j's and dV_j's
+// 2·Bc·D/128 = 32 or 64 accumulators per thread stay in registers); the sums inside them by 8 only:
+// unrolled whole, ptxas took minutes per architecture and spilled at D = 128. Registers and spills:
+// the build's resources/09b_bwd_fused.ptxas.txt. The chapter: book/chapters/stage_09b_bwd_fused.md.
 // =================================================================================================
 #include <cfloat>
 #include <cmath>
@@ -168,6 +169,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
       float p = 0.0f, ds = 0.0f;
       if (row < sh.sq && kv0 + c < causal_kv_end(row, sh.sq, sh.skv, kCausal)) {
         float s = 0.0f, dp = 0.0f;
+#pragma unroll 8
         for (int d = 0; d < D; ++d) {
           s += to_f32(sQ[r * D + d]) * to_f32(sK[c * kLdKV + d]);
           dp += to_f32(sdO[r * D + d]) * to_f32(sV[c * kLdKV + d]);
@@ -188,6 +190,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
     for (int t = 0; t < Tile::kPerThreadKV; ++t) {
       const int e = tid + kThreads * t, c = e / D, d = e % D;
       float dv_sum = 0.0f, dk_sum = 0.0f;
+#pragma unroll 8
       for (int r = 0; r < Br; ++r) {
         dv_sum += sP[r * Bc + c] * to_f32(sdO[r * D + d]);
         dk_sum += sdS[r * Bc + c] * to_f32(sQ[r * D + d]);
@@ -206,6 +209,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
       const int e = tid + kThreads * t, r = e / D, d = e % D;
       if (row0 + r >= sh.sq) continue;
       float acc = 0.0f;
+#pragma unroll 8
       for (int c = 0; c < Bc; ++c)
         acc += sdS[r * Bc + c] * to_f32(sK[c * kLdKV + d]);
       atomicAdd(&dq_head[(row0 + r) * D + d], acc * sh.scale);
