@@ -17,7 +17,7 @@ the emulator), says how often each loop runs at the profile's shape and how many
                               [--expect FILE]    # also fail unless the comparison is FILE's
                               [--cubins DIR]     # <DIR>/<stage>.cubin instead of compiling
     bench/sass-trips.py markdown FILE         # the book's table (book/generate.cmake)
-    bench/sass-trips.py overlap STAGE_DIR     # the softmax between the two waits (stage 08a)
+    bench/sass-trips.py overlap STAGE_DIR [--cubin FILE]  # the softmax between the two waits (08a)
 
 check: compiles and disassembles every stage of <build>/stages.json, sums the per-kernel SASS census
 over the binary and compares it with the run's sass_<stage>.txt (the same classes bench/bundle.sh
@@ -958,19 +958,25 @@ def overlap_verdicts(ins):
 
 
 def overlap(a):
-    """Compiles one stage's kernels.cu for sm_90a, and for every kernel prints one line per
-    steady-state tile body: `overlap: ok` or `overlap: FAIL` and why. Exit 0 when every body of
-    every kernel (at least one per kernel) keeps the softmax between the waits, 1 otherwise."""
+    """Compiles one stage's kernels.cu for sm_90a (or takes the build's cubin of it, --cubin), and
+    for every kernel prints one line per steady-state tile body: `overlap: ok` or `overlap: FAIL`
+    and why. Exit 0 when every body of every kernel (at least one per kernel) keeps the softmax
+    between the waits, 1 otherwise."""
     nvcc, nvdisasm = compiler_tools()
     if not nvcc:
         return 2
     if not os.path.exists(os.path.join(ROOT, a.stage_dir, "kernels.cu")):
         print(f"sass-trips: {a.stage_dir} has no kernels.cu", file=sys.stderr)
         return 2
+    if a.cubin and not os.path.isfile(a.cubin):
+        print(f"sass-trips: --cubin {a.cubin} does not exist (built by tests/ptx-manifest.sh "
+              "--cubin in an emulated build)", file=sys.stderr)
+        return 2
     work = tempfile.mkdtemp(prefix="sass-overlap.")
     try:
-        cubin = os.path.join(work, "kernels.cubin")
-        compile_cubin(nvcc, a.stage_dir, cubin)
+        cubin = a.cubin or os.path.join(work, "kernels.cubin")
+        if not a.cubin:
+            compile_cubin(nvcc, a.stage_dir, cubin)
         dis = subprocess.run([nvdisasm, "-gi", "-c", cubin], capture_output=True, text=True,
                              check=True).stdout
     finally:
@@ -1064,6 +1070,8 @@ def main():
     m.add_argument("file")
     o = sub.add_parser("overlap")
     o.add_argument("stage_dir", help="a stage folder, from the repository's root")
+    o.add_argument("--cubin", help="the stage's sm_90a cubin from the build (<build>/ptx/"
+                   "<stage>.cubin) instead of compiling kernels.cu")
     a = p.parse_args()
     if a.cmd == "markdown":
         return markdown(a.file)

@@ -349,15 +349,25 @@ function(flashsteps_add_stage name)
   endif()
 endfunction()
 
-# SASS_OVERLAP's tests (bench/sass-trips.py overlap compiles the stage's kernels.cu for sm_90a with
-# nvcc and reads the SASS with nvdisasm, which tests/install-deps.sh puts in build/venv).
+# SASS_OVERLAP's tests (bench/sass-trips.py overlap reads the SASS of the stage's kernels.cu for
+# sm_90a with nvdisasm, which tests/install-deps.sh puts in build/venv; in an emulated build from
+# the cubin the build makes beside the PTX hashes, <build>/ptx/<stage>.cubin, elsewhere compiled
+# by the script with nvcc).
+function(_flashsteps_sass_cubin_args out stage)
+  set(${out} "" PARENT_SCOPE)
+  if(FLASHSTEPS_EMULATION)
+    set(${out} --cubin "${CMAKE_BINARY_DIR}/ptx/${stage}.cubin" PARENT_SCOPE)
+  endif()
+endfunction()
 function(_flashsteps_add_sass_overlap_tests name parent)
   if(NOT DEFINED Python_EXECUTABLE OR NOT EXISTS "${Python_EXECUTABLE}")
     return()
   endif()
   set(script "${FLASHSTEPS_ROOT}/bench/sass-trips.py")
   get_property(dir GLOBAL PROPERTY FLASHSTEPS_STAGE_DIR_${name})
-  add_test(NAME sass.overlap.${name} COMMAND ${Python_EXECUTABLE} ${script} overlap ${dir})
+  _flashsteps_sass_cubin_args(cubin_args ${name})
+  add_test(NAME sass.overlap.${name}
+           COMMAND ${Python_EXECUTABLE} ${script} overlap ${dir} ${cubin_args})
   set_tests_properties(sass.overlap.${name} PROPERTIES LABELS cpu TIMEOUT 600)
   get_property(parent_has GLOBAL PROPERTY FLASHSTEPS_STAGE_SASS_OVERLAP_${parent})
   if(parent STREQUAL "" OR parent_has)
@@ -365,7 +375,9 @@ function(_flashsteps_add_sass_overlap_tests name parent)
   endif()
   # The parent's SASS must fail the check, for the hoisted wait, in every tile body.
   get_property(parent_dir GLOBAL PROPERTY FLASHSTEPS_STAGE_DIR_${parent})
-  add_test(NAME sass.overlap.${parent} COMMAND ${Python_EXECUTABLE} ${script} overlap ${parent_dir})
+  _flashsteps_sass_cubin_args(cubin_args ${parent})
+  add_test(NAME sass.overlap.${parent}
+           COMMAND ${Python_EXECUTABLE} ${script} overlap ${parent_dir} ${cubin_args})
   set_tests_properties(sass.overlap.${parent} PROPERTIES LABELS cpu TIMEOUT 600
     PASS_REGULAR_EXPRESSION "overlap: FAIL: .*WARPGROUP.DEPBAR.LE gsb0, 0x0 \\(the wait for P V\\) comes before [1-9][0-9]* of the"
     FAIL_REGULAR_EXPRESSION "overlap: ok:|no steady-state tile body|sass-trips: needs")
