@@ -10,7 +10,8 @@
 //   fs_table identity RUN_DIR... --ptx DIR [--stage-list FILE]
 //
 // RUN_DIR is a run folder, or book/data itself: then its CURRENT file names the run. The tables
-// show the fp16 shapes; the metric set, gnuplot scripts and predictions are this source tree's.
+// show the fp16 shapes; the metric set, gnuplot scripts and predictions are this source tree's, or
+// those of the tree `fs_table --source-dir DIR <subcommand> ...` names (a copy of the repository).
 // --stage-list: the stage tree the build writes to <build>/stages.json; without it, the copy of
 // that file built into fs_table (so a bundle's fs_table needs no build folder).
 // Exit codes: 0 ok; 1 bad input, or (table) no measurement to show; 2 bad command line.
@@ -65,7 +66,7 @@ int table_command(const std::string& run_dir, const std::string& format,
 }
 
 int ncu_diff_command(const std::string& before, const std::string& after) {
-  const auto metrics = load_metric_set(FS_TABLE_BENCH_DIR "/ncu-metrics.txt");
+  const auto metrics = load_metric_set(source_dir() / "bench" / "ncu-metrics.txt");
   const NcuProfile pb = load_ncu_csv(before), pa = load_ncu_csv(after);
   const std::string nb = std::filesystem::path(before).stem().string();
   const std::string na = std::filesystem::path(after).stem().string();
@@ -116,7 +117,10 @@ int emu_compare_command(const std::string& run_dir, const std::string& emu_dir,
   // The run's files of a renamed stage carry the name it was measured under (MEASURED_AS).
   const EmuComparison c = emu_comparison(
       run.dir, emu_dir.empty() ? run.dir / kEmulatedDir : std::filesystem::path(emu_dir),
-      run.file_names(stages.names()), load_emu_bands(bands_file, stages, FS_TABLE_SOURCE_DIR));
+      run.file_names(stages.names()),
+      load_emu_bands(bands_file.empty() ? source_dir() / "bench" / "emu-bands.txt"
+                                        : std::filesystem::path(bands_file),
+                     stages, source_dir()));
   const Format f = format == "markdown" ? Format::markdown : Format::console;
   std::string text = render(c.table, f);
   if (const Text only = emulated_only_text(c); !only.empty())
@@ -134,7 +138,7 @@ int emu_compare_command(const std::string& run_dir, const std::string& emu_dir,
 // Every step's size (steps section of table.hpp); --check: exit 1 naming each step above the
 // limit that does not say why, or that says why and is not above it.
 int steps_command(const StageList& stages, bool check) {
-  const auto steps = step_sizes(stages, FS_TABLE_SOURCE_DIR);
+  const auto steps = step_sizes(stages, source_dir());
   std::cout << render(steps_table(steps), Format::console);
   int problems = 0;
   for (const StepSize& s : steps) {
@@ -185,6 +189,11 @@ int main(int argc, char** argv) {
       "Compute diff, from one GPU run (book/data/<gpu>/<run-id>/)."};
   app.footer("Exit codes: 0 ok; 1 bad input, or no measurement to show; 2 bad command line.");
   app.require_subcommand(1);
+  std::string source;
+  app.add_option("--source-dir", source,
+                 "the source tree whose stage folders and bench/ files to read (before the "
+                 "subcommand; default: the tree fs_table was built from, " FS_TABLE_SOURCE_DIR ")")
+      ->check(CLI::ExistingDirectory);
   const auto formats = CLI::IsMember({"console", "markdown"});
 
   std::string run_dir, out_dir, out_file, format = "console", before, after, stage_list_file,
@@ -241,7 +250,7 @@ int main(int argc, char** argv) {
                       "% new does not declare LARGE_STEP, or one that declares it is not above");
   steps->add_option("--stage-list", stage_list_file, stage_list_help);
 
-  std::string emu_dir, bands_file = FS_TABLE_BENCH_DIR "/emu-bands.txt";
+  std::string emu_dir, bands_file;
   auto* emu = app.add_subcommand(
       "emu-compare",
       "the emulator's counts (emu_<stage>.csv) against the run's Nsight Compute profiles, ratio "
@@ -250,7 +259,8 @@ int main(int argc, char** argv) {
       ->required();
   emu->add_option("--emu-dir", emu_dir,
                   "folder of the emu_<stage>.csv files (default: RUN_DIR/emulated)");
-  emu->add_option("--bands", bands_file, "the band file")->capture_default_str();
+  emu->add_option("--bands", bands_file,
+                  "the band file (default: bench/emu-bands.txt of the source tree)");
   emu->add_option("--format", format, "console or markdown")->check(formats)->capture_default_str();
   emu->add_option("-o,--output", out_file, "write to FILE instead of standard output");
   emu->add_option("--stage-list", stage_list_file, stage_list_help);
@@ -270,6 +280,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
 
+  if (!source.empty()) set_source_dir(source);
   try {
     if (*diff) return ncu_diff_command(before, after);
     const StageList stages = stage_list(stage_list_file);

@@ -13,16 +13,21 @@
 #     chapter list have it;
 #   - git status shows nothing changed outside stages/00x_copy (and README's generated row).
 #
-#   tests/stages/new-stage.sh WORK PTX_DIR
+#   tests/stages/new-stage.sh WORK PTX_DIR FS_TABLE
 # PTX_DIR: a build's per-stage PTX hashes (<build>/ptx), so that README's status block, which the
-# copy regenerates with its stage table, reads as the committed README's.
+# copy regenerates with its stage table, reads as the committed README's. FS_TABLE: that build's
+# table tool, run on the copy (fs_table --source-dir: the copy's stage folders and bench/ files;
+# --stage-list: the copy's stage tree), so that the copy does not build it again.
 # Builds what it needs in WORK/copy/build (fsemu, the common libraries, one stage's emulated
-# suite, one fault, the table tool): a few minutes on two cores. Exit 0 ok, 1 a check failed.
+# suite, one fault): a few minutes on two cores. Exit 0 ok, 1 a check failed.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-work=${1:?usage: tests/stages/new-stage.sh WORK PTX_DIR}
-ptx=${2:?usage: tests/stages/new-stage.sh WORK PTX_DIR}
+usage="usage: tests/stages/new-stage.sh WORK PTX_DIR FS_TABLE"
+work=${1:?$usage}
+ptx=${2:?$usage}
+fs_table=${3:?$usage}
 [[ -d $ptx ]] || { echo "new-stage: no PTX hashes in $ptx (build the ptx_* targets)" >&2; exit 1; }
+[[ -x $fs_table ]] || { echo "new-stage: $fs_table is not the built table tool" >&2; exit 1; }
 fail() { echo "new-stage: FAIL: $*" >&2; exit 1; }
 
 rm -rf "$work"
@@ -84,9 +89,9 @@ field() { python3 "$copy/bench/stage_tree.py" "$tree" field "$1" 00x_copy | cut 
   fail "stages.json: its faults are '$(field faults)'"
 [[ $(field chapter) == stages/00x_copy/chapter.md ]] || fail "stages.json: chapter '$(field chapter)'"
 
-# Its emulated suite and runner, one of its faults, and the table tool.
+# Its emulated suite and runner, and one of its faults.
 cmake --build "$build" -j"$(nproc)" --target test_emu_00x_copy stage00x_emulated \
-  test_fault_00x_scale_dropped fs_table >"$work/build.log" 2>&1 ||
+  test_fault_00x_scale_dropped >"$work/build.log" 2>&1 ||
   { tail -30 "$work/build.log"; fail "building the new stage's emulated suite failed"; }
 listed=$(cd "$build" && ctest -N -R '^emu\.00x_copy$') || fail "ctest -N failed"
 grep -q "emu\.00x_copy\$" <<<"$listed" || fail "CTest does not list its emulated suite emu.00x_copy"
@@ -99,22 +104,22 @@ banner=$("$build/stages/emulated/stage00x" --seq 64 2>&1) || fail "its emulated 
 grep -qF "00x_copy — A copy of stage 00" <<<"$banner" || fail "the runner does not show the manifest's name and title"
 
 # README's stage table: stale until regenerated, then it has exactly the new row.
-table=$build/bench/fs_table
+table() { "$fs_table" --source-dir "$copy" "$@"; }
 # Without the new stage the check passes; with it, it fails until README is regenerated.
-"$table" status "$copy/book/data" --readme "$copy/README.md" --check --ptx "$ptx" \
+table status "$copy/book/data" --readme "$copy/README.md" --check --ptx "$ptx" \
   --stage-list "$work/stages-before.json" >/dev/null || fail "README's check fails before the new stage"
-if "$table" status "$copy/book/data" --readme "$copy/README.md" --check --ptx "$ptx" \
+if table status "$copy/book/data" --readme "$copy/README.md" --check --ptx "$ptx" \
   --stage-list "$tree" >/dev/null 2>&1; then
   fail "README's check passed with a stage its table does not list"
 fi
-"$table" status "$copy/book/data" --readme "$copy/README.md" --ptx "$ptx" --stage-list "$tree" >/dev/null
+table status "$copy/book/data" --readme "$copy/README.md" --ptx "$ptx" --stage-list "$tree" >/dev/null
 # Two generated rows: the stage table's, and the status table's (no run has measured it).
 diff=$(git -C "$copy" diff -U0 -- README.md | grep '^[-+][^-+]' || true)
 [[ $(grep -c . <<<"$diff") == 2 && $(sed -n 1p <<<"$diff") == "+| 00x | \`stages/00x_copy\` | 00 | nothing new:"* &&
    $(sed -n 2p <<<"$diff") == "+| \`00x_copy\` | not run | not run | - |"*"not yet measured on a GPU"* ]] ||
   fail "regenerating README changed more than the new stage's two rows:"$'\n'"$diff"
 # The book's generated lists and its chapter list (the configure of a book build) have it.
-"$table" book "$copy/book/data" "$work/generated" --stage-list "$tree" >/dev/null
+table book "$copy/book/data" "$work/generated" --stage-list "$tree" >/dev/null
 grep -qF '\subpage stage00x' "$work/generated/stage_pages.md" || fail "Part II's page list lacks it"
 grep -qF '`00x_copy` | `00_scalar` | \ref stage00x' "$work/generated/stage_table.md" ||
   fail "the front page's stage table lacks it"

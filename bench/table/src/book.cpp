@@ -22,7 +22,6 @@ namespace {
 // next to the baselines.
 constexpr std::size_t kSeqPlotStages = 3;
 constexpr DType kDType = DType::fp16;  // the book shows the fp16 shapes
-const fs::path kPlotsDir = FS_TABLE_BENCH_DIR "/plots";
 
 // Writes the fragments into `dir`, listing every file written.
 struct Writer {
@@ -311,7 +310,7 @@ std::string gp_string(const std::string& s) {
 }
 
 void run_gnuplot(const std::string& script, const std::string& vars) {
-  const fs::path gp = kPlotsDir / script;
+  const fs::path gp = source_dir() / "bench" / "plots" / script;
   if (!fs::exists(gp)) throw std::runtime_error("gnuplot script " + gp.string() + " not found");
   std::vector<std::string> args{"gnuplot", "-e", vars, gp.string()};
   std::vector<char*> argv;
@@ -492,7 +491,7 @@ static std::string emu_compare_page(const RunData& run, const std::vector<std::s
   // The run's files of a renamed stage carry the name it was measured under (MEASURED_AS).
   const EmuComparison c = emu_comparison(
       run.dir, run.dir / kEmulatedDir, run.file_names(stages),
-      load_emu_bands(FS_TABLE_BENCH_DIR "/emu-bands.txt", run.stages, FS_TABLE_SOURCE_DIR));
+      load_emu_bands(source_dir() / "bench" / "emu-bands.txt", run.stages, source_dir()));
   if (c.table.rows.empty())
     return md(plain("This run has no emulated counts (") + code("emu_<stage>.csv") + plain("); ") +
               code("bench/emu-profile.sh") + plain(" writes them.")) +
@@ -506,7 +505,7 @@ static std::string emu_compare_page(const RunData& run, const std::vector<std::s
 
 BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const StageList& stages,
                       const fs::path& ptx_dir, const fs::path& ptxas_dir) {
-  const auto metrics = load_metric_set(FS_TABLE_BENCH_DIR "/ncu-metrics.txt");
+  const auto metrics = load_metric_set(source_dir() / "bench" / "ncu-metrics.txt");
   RunData run = load_run(run_dir, stages);
   run.ptx_dir = ptx_dir;
   run.ptxas_dir = ptxas_dir;
@@ -533,7 +532,7 @@ BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const St
     parts.push_back(s.part);
     w.write("stage_pages_" + s.part + ".md", book_stage_pages(run.stages, s.part));
   }
-  for (const StepSize& s : step_sizes(run.stages, FS_TABLE_SOURCE_DIR))
+  for (const StepSize& s : step_sizes(run.stages, source_dir()))
     w.write("step_" + s.stage + ".md", md(step_text(s)) + "\n");
   for (const std::string& stage : run.stages.names()) {
     w.write("status_" + stage + ".md", status_fragment(run, stage));
@@ -559,8 +558,7 @@ BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const St
   for (const std::string& stage : run.stages.names()) {
     // What a run judges, then what this build judges (its ptxas reports), which needs no run.
     std::vector<Prediction> by_run, by_build;
-    for (Prediction& p :
-         load_predictions(fs::path(FS_TABLE_STAGES_DIR) / stage / "predictions.csv"))
+    for (Prediction& p : load_predictions(source_dir() / "stages" / stage / "predictions.csv"))
       (judged_by_build(p.measure) ? by_build : by_run).push_back(std::move(p));
     std::string text;
     if (run.empty()) {

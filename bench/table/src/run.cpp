@@ -9,6 +9,20 @@ namespace flashsteps::table {
 
 namespace fs = std::filesystem;
 
+namespace {
+fs::path& source_dir_storage() {
+  static fs::path dir = FS_TABLE_SOURCE_DIR;
+  return dir;
+}
+}  // namespace
+
+const fs::path& source_dir() {
+  return source_dir_storage();
+}
+void set_source_dir(fs::path dir) {
+  source_dir_storage() = std::move(dir);
+}
+
 std::string trim(std::string_view s) {
   const auto first = s.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos) return {};

@@ -152,7 +152,7 @@ Text stage_status(const RunData& run, std::string_view stage) {
   if (id.state == KernelIdentity::State::not_measured) {
     Text t = plain("not yet measured on a GPU");
     const auto predictions =
-        load_predictions(fs::path(FS_TABLE_STAGES_DIR) / std::string(stage) / "predictions.csv");
+        load_predictions(source_dir() / "stages" / std::string(stage) / "predictions.csv");
     for (const Prediction& p : predictions) {
       if (p.measure.ends_with(std::string(kStatusShape))) {
         return t + plain("; predicted: ") + plain(p.claim) + plain(" (") + code(p.measure) +

@@ -114,6 +114,13 @@ struct InputError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// The source tree whose files fs_table reads besides a run's: each stage folder's predictions.csv,
+/// emu-bands.txt and sources (step sizes), bench/emu-bands.txt, bench/ncu-metrics.txt and
+/// bench/plots. By default the tree it was built from; `fs_table --source-dir DIR` names another
+/// (a copy of the repository: tests/stages/new-stage.sh).
+const std::filesystem::path& source_dir();
+void set_source_dir(std::filesystem::path dir);
+
 /// `s` without leading and trailing white space.
 std::string trim(std::string_view s);
 /// A file's contents; throws InputError when it cannot be read.
