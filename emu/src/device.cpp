@@ -359,7 +359,9 @@ float ex2_approx_ftz(float x) {
 }
 
 void wgmma_fence() {
-  thread_extra().wgmma_fenced = true;
+  ThreadExtra& t = thread_extra();
+  t.wgmma_fenced = true;
+  t.fenced_stores.clear();  // ordered before the wgmmas that follow (lifetime.hpp)
 }
 
 void wgmma_commit_group() {
@@ -381,6 +383,7 @@ void wgmma_wait_group(int n) {
   }
   t.mmas = std::move(keep);
   t.wgmma_fenced = false;  // the registers are the thread's again: the next batch needs a fence
+  t.fenced_stores.clear();
   // Groups complete in order: every wgmma before the oldest one still pending has completed.
   std::uint32_t done = t.last_wgmma;
   for (const PendingMma& m : t.mmas)
@@ -398,6 +401,7 @@ void wgmma(bool bf16, int n, float* d, std::uint64_t desc_a, const std::uint32_t
         "wgmma.mma_async without a wgmma.fence after this warpgroup's registers were last "
         "accessed (PTX ISA, wgmma.fence: required before the first wgmma.mma_async and "
         "between a register access and a wgmma.mma_async using those registers)");
+  lifetime::check_fenced_registers(self_extra, d, n / 2, a_regs);
   struct Arg {
     float* d;
     const std::uint32_t* a;

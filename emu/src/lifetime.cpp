@@ -117,6 +117,7 @@ void on_access(void*, const access::Access& a) {
                  "wgmma.wait_group that covers the operation is undefined behaviour)");
     return;
   }
+  if (t.wgmma_fenced) t.fenced_stores.push_back(FencedStore{p, a.size, a.pc});
 }
 
 // The tracking ends with the block.
@@ -176,6 +177,27 @@ void mark_operand(std::uint32_t seq, std::uint32_t addr, int warp) {
 void waited(ThreadExtra& t, int warp, std::uint32_t seq) {
   std::uint32_t& k = t.known[static_cast<std::size_t>(warp)];
   k = std::max(k, seq);
+}
+
+void check_fenced_registers(const ThreadExtra& t, const float* d, int regs,
+                            const std::uint32_t* a_regs) {
+  const auto* acc = reinterpret_cast<const std::uint8_t*>(d);
+  const auto* a = reinterpret_cast<const std::uint8_t*>(a_regs);
+  for (const FencedStore& s : t.fenced_stores) {
+    std::string what;
+    if (s.addr + s.bytes > acc && s.addr < acc + 4 * regs) {
+      what = "register " + std::to_string((s.addr - acc) / 4) + " of its accumulator fragment";
+    } else if (a && s.addr + s.bytes > a && s.addr < a + 16) {
+      what = "register " + std::to_string((s.addr - a) / 4) + " of its A-operand fragment";
+    } else {
+      continue;
+    }
+    fault("wgmma.mma_async uses " + what + ", which a store of " + std::to_string(s.bytes) +
+          " bytes at " + access::describe_pc(s.pc) +
+          " wrote after the last wgmma.fence: no wgmma.fence between the store and the wgmma "
+          "(PTX ISA, wgmma.fence: required between a register access and a wgmma.mma_async "
+          "using those registers)");
+  }
 }
 
 void check_shared_write(std::uint32_t addr, std::uint32_t bytes, const char* writer,

@@ -22,6 +22,10 @@
 //    know the wgmma has completed in every warp that reads the byte is a fault: on the GPU it
 //    races with the wgmma's read. So is an ordinary store into the accumulator or A-operand
 //    registers of a wgmma of the writing thread that is still in flight.
+//  * An ordinary store into the accumulator or A-operand registers of a wgmma between the
+//    thread's last wgmma.fence and that wgmma's issue is a fault too: the fence orders the
+//    thread's register accesses before the wgmmas that use those registers, and a store after it
+//    is not ordered (PTX ISA, wgmma.fence). The stores since the fence are kept per thread.
 //
 // Nothing is tracked in a block until it issues its first wgmma; from then until the block ends
 // (the scheduler's event, fsemu/events.hpp) its stores are observed (fsemu/access.hpp).
@@ -43,6 +47,11 @@ std::uint32_t begin_wgmma(int warpgroup, int n, bool a_shared, const void* pc);
 void mark_operand(std::uint32_t seq, std::uint32_t addr, int warp);
 /// The running thread has waited for every wgmma of its warpgroup up to `seq`.
 void waited(ThreadExtra& t, int warp, std::uint32_t seq);
+/// Before thread `t` issues a wgmma with accumulators d[0, regs) and A registers a_regs[0, 4)
+/// (null: A in shared memory): faults if one of its stores since its last wgmma.fence wrote one
+/// of them (ThreadExtra::fenced_stores; seen only once the block has issued its first wgmma).
+void check_fenced_registers(const ThreadExtra& t, const float* d, int regs,
+                            const std::uint32_t* a_regs);
 /// The running thread writes shared [addr, addr + bytes) (an async copy's destination, from its
 /// issue at `pc` on): faults if a wgmma it does not know to be complete may still read a byte.
 void check_shared_write(std::uint32_t addr, std::uint32_t bytes, const char* writer,

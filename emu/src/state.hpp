@@ -45,6 +45,12 @@ struct PendingMma {  // one wgmma.mma_async: its result, written into d at the w
   const std::uint32_t* a_regs;  // its A operand's registers, or null (A in shared memory)
 };
 
+struct FencedStore {  // an ordinary store while a wgmma.fence is open (lifetime.hpp)
+  const std::uint8_t* addr;
+  std::uint32_t bytes;
+  const void* pc;  // where the kernel made it
+};
+
 // Per warp of the block: up to which wgmma (sequence number) that warp is known to have waited
 // (lifetime.hpp).
 using WarpClock = std::array<std::uint32_t, 32>;
@@ -57,7 +63,10 @@ struct ThreadExtra {
   int bulk_groups = 0;
   std::vector<PendingMma> mmas;
   int wgmma_groups = 0;
-  bool wgmma_fenced = false;     // a wgmma.fence since the last wait (registers may have changed)
+  bool wgmma_fenced = false;  // a wgmma.fence since the last wait (registers may have changed)
+  // The thread's ordinary stores since that fence, outside shared memory: a wgmma whose
+  // accumulator or A registers one of them wrote lacks the fence between the two (lifetime.hpp).
+  std::vector<FencedStore> fenced_stores;
   std::uint32_t last_wgmma = 0;  // sequence number of the thread's last wgmma
   WarpClock known{};             // what the thread knows of the warps' completed wgmmas
 };

@@ -31,13 +31,14 @@ std::vector<int> visits(std::int64_t T, int G, SlotItems slot_items) {
   return count;
 }
 
-/// The static schedule's items of block `slot`: item_of_slot(slot, n, G) for n = 0, 1, ... below T.
+/// The static schedule's items of block `slot`, walked as the kernel's producer thread walks them:
+/// item `slot` first, then next_item() while below T; the n-th of them is item_of_slot(slot, n, G).
 std::vector<std::int64_t> static_items(int slot, int G, std::int64_t T) {
   std::vector<std::int64_t> out;
-  for (int n = 0;; ++n) {
-    const std::int64_t t = item_of_slot(slot, n, G);
-    if (t >= T) break;
+  for (std::int64_t t = slot; t < T; t = next_item(Schedule::kStatic, t, G, 0)) {
+    REQUIRE(t == item_of_slot(slot, static_cast<int>(out.size()), G));
     out.push_back(t);
+    REQUIRE(static_cast<std::int64_t>(out.size()) <= T);  // a walk that stands still ends here
   }
   return out;
 }

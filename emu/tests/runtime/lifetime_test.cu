@@ -153,6 +153,46 @@ TEST_CASE("lifetime: a write into an in-flight wgmma's accumulator or A register
                     ContainsSubstring("lifetime_test.cu:" + std::to_string(kAWriteLine)));
 }
 
+// ---- 4b. a register written between a wgmma.fence and the wgmma that uses it -------------------
+// A first wgmma (the block's tracking starts there) and its wait; then the second: kWhat 0 rescales
+// an accumulator register before the fence, 1 after it (unordered), 2 writes an A register after
+// it.
+constexpr int kFencedAccLine = __LINE__ + 15;  // the write into d after the fence below
+constexpr int kFencedALine = kFencedAccLine + 1;
+template <int kWhat>
+__global__ void fenced_write_kernel(float* out) {
+  FS_DYNAMIC_SHARED(unsigned char, raw);
+  unsigned char* b = aligned_smem(raw);
+  const std::uint64_t desc = ptx::wgmma_desc_sw128(ptx::smem_addr(b), 0, 1024);
+  float d[32];
+  std::uint32_t a[4] = {0, 0, 0, 0};
+  ptx::wgmma_fence();
+  ptx::wgmma_m64n64k16_rs<__half>(d, a, desc, 0);
+  ptx::wgmma_commit_group();
+  ptx::wgmma_wait_group<0>();
+  if (kWhat == 0) d[3] *= 0.5f;
+  ptx::wgmma_fence();
+  if (kWhat == 1) d[3] *= 0.5f;
+  if (kWhat == 2) a[2] = 7u;
+  ptx::wgmma_m64n64k16_rs<__half>(d, a, desc, 1);
+  ptx::wgmma_commit_group();
+  ptx::wgmma_wait_group<0>();
+  out[threadIdx.x] = d[3];
+}
+
+TEST_CASE("lifetime: a register write between wgmma.fence and the wgmma using it is a fault") {
+  std::vector<float> out(128, 1.0f);
+  CHECK(launch(fenced_write_kernel<0>, dim3(1), 128, kLockSmem, out.data()).empty());
+  const std::string acc = launch(fenced_write_kernel<1>, dim3(1), 128, kLockSmem, out.data());
+  CHECK_THAT(acc,
+             ContainsSubstring("wgmma.mma_async uses register 3 of its accumulator fragment") &&
+                 ContainsSubstring("lifetime_test.cu:" + std::to_string(kFencedAccLine)) &&
+                 ContainsSubstring("after the last wgmma.fence"));
+  const std::string a = launch(fenced_write_kernel<2>, dim3(1), 128, kLockSmem, out.data());
+  CHECK_THAT(a, ContainsSubstring("uses register 2 of its A-operand fragment") &&
+                    ContainsSubstring("lifetime_test.cu:" + std::to_string(kFencedALine)));
+}
+
 // ---- 2. transaction bytes complete a phase ------------------------------------------------------
 // Thread 0 arms the mbarrier with `expect` bytes and issues two TMA loads of a (32 x 64) fp16 box
 // (4 KiB each) onto it; every thread then waits and reads one element of each box.
