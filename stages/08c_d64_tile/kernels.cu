@@ -1,69 +1,67 @@
 // =================================================================================================
-// Stage 08b — a persistent kernel: one block per SM walks the work items (batch, head, query
-// block) that a tile scheduler hands it, and loads the next item's Q, K, V under the last one's
-// epilogue.
+// Stage 08c — a tile for D = 64: three consumer warpgroups (Br = 192 query rows per block) where
+// the registers allow them, two at D = 128.
 //
-// What changed since stage 08a (its parent): the consumers' tile body (tile_step, with 08a's O
-// rescale before P V is issued and its shared-memory anchor before wgmma.wait_group 0), the
-// softmax, the descriptors, the ping-pong and the epilogue's staging are 08a's; the kernel's outer
-// structure changed:
-//  * The grid: G = one block per SM (the launcher; a test may set G), not one per query block.
-//    Each role runs a loop over work items k = 0, 1, ...; item k of block b comes from
-//    scheduler.cuh: a static order (non-causal: 08a's launch order; causal: longest processing
-//    time first, the heaviest query blocks of every head first) walked either statically (b, b+G,
-//    ...) or dynamically (a global atomic counter, tile_counter; the launcher picks).
-//  * The producer thread fetches the next item and publishes it in items[k % 2] (mbarrier
-//    item_full[k % 2]); the consumers read it there.
-//  * The ring of K/V stages runs on across items (ring position r0 + j), so the producer loads
-//    the next item's first K, V tiles while the consumers finish the last P V and the epilogue;
-//    the stage of an item's last tile is released after its last P V, as every other.
-//  * Q's region doubles as O's staging buffer (07b): the next item's Q load waits on q_empty, on
-//    which each consumer's storing thread arrives once its TMA store has read the staged O
-//    (cp.async.bulk.wait_group.read). Q is loaded for every item, even one whose rows see no key.
+// What changed since stage 08b (its parent): the persistent loop, the scheduler, the tile body and
+// the epilogue are 08b's; the number of consumer warpgroups is now a tile parameter (kernels.cuh,
+// HopperTraits<D, Bc, Stages, kConsumers>), chosen per head dim at the launcher's dispatch, and
+// what depends on it follows:
+//  * Br = 64 kConsumers: 192 at D = 64, 128 at D = 128; the block has 1 + kConsumers warpgroups
+//    (512 or 384 threads), Tr = ceil(Sq / Br) work items per head (the scheduler's query block).
+//  * The setmaxnreg budgets are computed from the register file (kernels.cuh, register_budget):
+//    512 threads start at 128 registers each; the producer gives back down to 24, each of three
+//    consumers takes 160 (128 x 24 + 384 x 160 = 64,512 of 65,536). D = 128 keeps 168 -> 24 / 240.
+//  * The turns on the tensor cores go round the consumers (0, 1, 2, 0, ...): consumer c opens
+//    (c + 1) mod kConsumers's turn barrier, the last one opens consumer 0's first turn, and a turn
+//    barrier counts the two warpgroups that meet at it (256 threads), not every consumer.
+//  * Named barriers: one turn and one store barrier per consumer (ids 1-3, 4-6); the q_empty and
+//    empty[] counts and the anchor are per consumer, as they were.
+//  * The epilogue's O staging computes one swizzled address per n8 slice (the second row of a
+//    thread is 8 rows on, same swizzle) and the LSE writer reads its lane from threadIdx.x: at
+//    160 registers nvcc 13.0 otherwise hoists 16 addresses and the lane out of the item loop and
+//    spills them (up to 84 bytes per thread). No change in what is computed (at D = 128 either).
 //
 //! [prediction]
-// Which metric should move, and by how much (written before any GPU ran this stage or 08a; H100
-// SXM, fp16, the bench's shapes: B*S = 16k, H*D = 2048; against 08a on the same run). The model:
-// no run has measured 08a, whose step changes the steady-state tile body and not the per-block
-// prologue and epilogue (08a's header: 1.00-1.05x over 07d at S = 512), so the fixed cost per
-// block is 07d's. 07d's committed run (book/data, as 07_hopper) spends 163.6 us on D = 128,
-// S = 512, non-causal: 2048 blocks in 15.5 waves of 132, 10.5 us a wave, where the block's 33.5
-// MFLOP at 07d's own 16k rate (647 TFLOP/s, 4.9 per SM) take 6.8 us: ~3.7 us per block go to the
-// launch, the barrier init, the first Q, K, V loads with nothing to overlap them, the fill and
-// drain of the consumers' pipeline and the epilogue. A persistent block hides the loads of item
-// k+1 under item k's end (the K, V ring runs on; Q waits for the store's read, so its latency,
-// ~1 us, stays exposed) and pays the launch once: 15-40% of those 3.7 us. If 08a shortens the
-// block's compute (up to 5% at S = 512, 08a's range), the same microseconds are a slightly larger
-// share of 08a's block, under a point of speedup: the ranges first written against 07d stand. Under
-// a causal mask a block's work is i+1 key tiles; 08a's launch order (07d's) leaves the hardware's
-// block scheduler to balance them (a head's last query block first), the LPT order with a dynamic
-// counter keeps the last items short. Issue 33 quotes FA3's and others' scheduler measurements at
-// +8-16% causal at S <= 2k and about nothing at 16k, and a static LPT order a few percent behind
-// a dynamic one at 4k-16k; FA3's scheduler (DynamicPersistentTileScheduler,
-// hopper/tile_scheduler.hpp in Dao-AILab/flash-attention) takes the same shape as ours: LPT order
-// in L2-sized sections of heads, first item blockIdx.x, then gridDim.x + atomicAdd.
-//  * Speedup over 08a (same run), D = 128: non-causal 1.03-1.12x at S = 512, 1.00-1.06x at 2k,
-//    0.98-1.03x at 16k; causal 1.08-1.20x at S = 512, 1.05-1.15x at 2k, 0.98-1.04x at 16k.
-//  * D = 64 (half the work per item, the same fixed cost): non-causal 1.05-1.15x at S = 512,
-//    causal 1.08-1.22x at S = 512; 0.98-1.04x at 16k either way.
-//  * Causal, dynamic against static (FLASHSTEPS_TILE_SCHEDULER): the dynamic counter 1.01-1.06x
-//    faster at S = 4k-16k, within +-2% at S = 512 (a static cyclic walk of the LPT order gives
-//    block 0 the heaviest item of every round: over 15.5 rounds of 132 items at 16k it carries
-//    ~3-6% more key tiles than the mean).
-//  * Resources: registers as 08a (168 at launch, 24 / 240 after setmaxnreg), 0 spills; shared
-//    memory +32 B (three mbarriers, two item slots).
+// Which metric should move, and by how much (written before any GPU ran this stage, 08b or 08a;
+// H100 SXM, fp16, the bench's shapes: B*S = 16k, H*D = 2048; against 08b on the same run).
+// The committed run (book/data, 07d as 07_hopper) has D = 64 losing in the loop: at S = 16k,
+// where per-block costs vanish, D = 64 runs at 439 TFLOP/s against D = 128's 647, and its
+// profile (D = 64, S = 2k) has the tensor pipe active 43% of the time. Issue 33 reads FA3's
+// published D = 64 figures (FA3 paper, H100 SXM5, fp16, B*S = 16k) as 10-12% above ours
+// non-causal and 21-23% above causal at S <= 2k; FA3 runs three consumer warpgroups there.
+// Our per-block arithmetic, per consumer tile (64 query rows x Bc = 128 keys): S and P V are
+// 2 x 64 x 128 x D x 2 FLOP = 2.1 MFLOP at D = 64, 512 cycles of an SM's dense fp16 tensor rate
+// (989 TFLOP/s / 132 SMs / 1.83 GHz = 4,096 FLOP per cycle), and 1,024 at D = 128; its softmax is
+// the same at both head dims: 8,192 exponentials, 512 cycles of MUFU at 16 per cycle, and in
+// practice longer (the row max before the exponentials, the sums, the packing, latencies). With
+// two consumers a round of two tiles takes max(2G, G + Ts) (G: a tile's products, Ts: its
+// softmax): the tensor cores idle once Ts > G, which is D = 64's case if it is not D = 128's.
+// Reading 07d's D = 128 rate (65% of peak) as that model's round gives Ts ~ 2G(128) ~ 4G(64):
+// D = 64 then predicts ~39% of peak, the run has 44%. With three consumers a round of three
+// tiles takes max(3G, G + Ts): the softmax may take twice the products before the tensor cores
+// wait, and two softmaxes run at once (two warps per SM sub-partition to hide latency). The
+// model's ceiling at D = 64 is 1.3x; FA3's published figure is 1.10-1.14x above 07d's; we
+// predict between, less what the larger tile wastes: Tr = ceil(S / 192) blocks pad 512 rows to
+// 576 (12.5% of S = 512's work computed on zero rows; 3% at 2k, under 1% at 16k), and a causal
+// query block of 192 rows crosses more masked key tiles than one of 128.
+//  * D = 64 over 08b: non-causal 0.95-1.12x at S = 512, 1.05-1.20x at 2k, 1.08-1.25x at 16k;
+//    causal 0.90-1.10x at S = 512, 1.03-1.18x at 2k, 1.08-1.25x at 16k.
+//  * D = 128 over 08b: 0.98-1.02x at every shape (the same tile; the named-barrier ids and the
+//    epilogue's address arithmetic moved).
+//  * Resources: D = 64 kernels 128 registers at launch (the __launch_bounds__(512, 1) cap), 24 /
+//    160 after setmaxnreg; D = 128 as 08b (168, 24 / 240); 0 spills. Shared memory at D = 64:
+//    158,344 B (Q grows to 192 rows, the anchor to 384 words).
 //! [prediction]
 //
 // Limits: compute capability 9.0 exactly (sm_90a: wgmma, setmaxnreg); D = 64 and 128; fp16 and
 // bf16; causal or not; any Sq, Skv >= 1; Q, K, V, O 16-byte aligned (TMA's rules); B*H*Tr < 2^31
-// work items (the ring position, a block's key tiles so far, is 64-bit); one block per SM, no
-// clusters. The dynamic schedule needs a 4-byte workspace, zeroed in every launch (a
-// cudaMemsetAsync before the kernel, in the stream). 08a's anchor holds the softmax between the
-// two waits for nvcc 13.0 only, as CTest sass.overlap.08b_persistent reads it. 912 bytes of the
-// 227 KiB opt-in remain at D = 128. Not yet, versus FA3: no TMA multicast, K released with V,
-// Bc = 128 at D = 128 (FA3: 176), no FP8, Q's load not overlapped with the store's read (FA3 at
-// D = 128 has no separate O buffer either). The model behind the numbers, and the verdicts:
-// book/chapters/stage_08b_persistent.md.
+// work items; one block per SM, no clusters; the dynamic schedule's 4-byte workspace (08b). The
+// consumers' 160 registers at D = 64 hold S, P and O (128) with 32 to spare: nvcc 13.0 fits them
+// without a spill after the two epilogue changes above, another compiler may not (the build's
+// ptxas report says). 08a's anchor holds the softmax between the two waits for nvcc 13.0 only, as
+// CTest sass.overlap.08c_d64_tile reads it. Not yet, versus FA3: Bc = 128 at D = 64 (FA3: 192
+// non-causal), no TMA multicast, no FP8. The model behind the numbers, and the verdicts:
+// book/chapters/stage_08c_d64_tile.md.
 // =================================================================================================
 #include <cuda.h>  // CUtensorMap and its enums (header only: the encoder comes via the runtime)
 #include <cuda/ptx>
