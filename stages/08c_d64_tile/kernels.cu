@@ -135,13 +135,13 @@ __device__ __forceinline__ std::uint32_t swizzled_offset(int r, int col) {
 // The ring (kStages stages; tile j in stage j % kStages) and its mbarriers:
 //   k_full[s], v_full[s]  count 1: the producer's arrive.expect_tx(bytes of K_j / V_j); the phase
 //                         completes when TMA has also delivered that many bytes (complete_tx).
-//   empty[s]              count 128 kConsumers: every consumer thread arrives once it has waited
-//   for the
-//                         wgmmas that read V_j (and K_j) — the stage may be overwritten.
+//   empty[s]              count 128 kConsumers: every consumer thread arrives once it has
+//                         waited for the wgmmas that read V_j (and K_j) — the stage may be
+//                         overwritten.
 //   q_full                count 1, one phase per work item k (parity k & 1): Q_i of item k.
-//   q_empty               count kConsumers (thread 0 of each consumer): item k's O staging in the Q
-//   region
-//                         has been read by its TMA store; Q of item k+1 may be loaded over it.
+//   q_empty               count kConsumers (thread 0 of each consumer): item k's O staging in the
+//                         Q region has been read by its TMA store; Q of item k+1 may be loaded
+//                         over it.
 //   item_full[2]          count 1: the producer has written work item k into items[k % 2].
 // Tile j uses phase n = j / kStages of its stage's barriers; waiters pass the parity n & 1 (a
 // barrier never runs two phases ahead of a waiter: the producer waits on empty before re-arming
