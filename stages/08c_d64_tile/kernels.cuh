@@ -42,7 +42,8 @@ using SupportedHeadDims = HeadDims<64, 128>;
 ///   V ring kStages x (Bc, D) likewise
 ///   bars   q_full, k_full[kStages], v_full[kStages], empty[kStages], q_empty, item_full[2]:
 ///          8-byte mbarriers
-///   anchor one fp32 word per consumer thread (1 KiB), written each tile, never read (kernels.cu)
+///   anchor one fp32 word per consumer thread (512 B per consumer), written each tile, never read
+///          (kernels.cu)
 ///   items  2 work items (int): the producer's slots that tell the consumers what comes next
 ///
 ///   D    Br   Bc   kStages  bytes                        sm_90 opt-in (227 KiB = 232,448 B)
@@ -68,7 +69,8 @@ constexpr int launch_registers(int threads) {
 /// Registers per thread each of `consumers` consumer warpgroups can take with setmaxnreg once the
 /// producer warpgroup has given back down to `producer`: what is left of the register file over
 /// the consumers' threads, rounded down to a multiple of 8 (setmaxnreg's step) — with a producer
-/// at 24, 240 for two consumers (FA3's), 160 for three (FA3's for three).
+/// at 24, 240 for two consumers and 160 for three: FA3's values (hopper/flash_fwd_kernel_sm90.h,
+/// whose producer keeps 32 with three consumers, which leaves the same 160).
 constexpr int consumer_registers(int consumers, int producer) {
   return (kRegisterFile - producer * 128) / (consumers * 128) / 8 * 8;
 }
@@ -132,8 +134,8 @@ struct HopperTraits {
                 "fp16 and bf16 are both 2-byte types");
   static_assert(kConsumerRows == 64, "a consumer warpgroup owns one wgmma m64 strip of Q_i");
   static_assert(kConsumers == 2 || kConsumers == 3,
-                "one producer and two or three consumer warpgroups (4 x 128 threads at most: the "
-                "named barriers below count in warpgroups, and a block has 1,024 threads)");
+                "one producer and two or three consumer warpgroups (kernels.cu has a turn and a "
+                "store barrier for each of at most three consumers)");
   static_assert(kConsumerRegs >= kSRegs + kPV * 4 + kORegs + 32,
                 "a consumer's registers hold S, P and O with 32 to spare (addresses, softmax "
                 "state, loop counters)");
@@ -147,8 +149,8 @@ struct HopperTraits {
   static_assert(Bc <= 256 && Br / kConsumers <= 256, "a TMA box has at most 256 rows");
   static_assert(kQBlockBytes % kAtomBytes == 0 && kKVBlockBytes % kAtomBytes == 0 &&
                     (std::size_t{kConsumerRows} * kSwizzleBytes) % kAtomBytes == 0,
-                "every column block and every consumer's half of Q starts on a 1024-byte swizzle "
-                "atom: the wgmma descriptors' base offset field stays 0");
+                "every column block and every consumer's 64 rows of Q start on a 1024-byte "
+                "swizzle atom: the wgmma descriptors' base offset field stays 0");
   static_assert(kKVBlockBytes / 16 < (1u << 14),
                 "the V descriptor's leading byte offset (next 64 columns) fits 14 bits of 16 B");
   static_assert(kKVBytes < (1u << 20),
@@ -156,7 +158,7 @@ struct HopperTraits {
   static_assert(Stages >= 2, "with one stage the copy of K_{j+1} could only start after tile j");
   static_assert(kItemSlots == 2,
                 "the producer publishes item k+1 while the consumers may still read item k; item "
-                "k+2 waits for q_empty of item k+1, by which both consumers have read item k");
+                "k+2 waits for q_empty of item k+1, by which every consumer has read item k");
   static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kConsumerThreads <=
                     kLaunchRegs * kThreads,
                 "the setmaxnreg budgets move only the registers the block was launched with");
