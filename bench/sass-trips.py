@@ -366,6 +366,8 @@ NOT_MODELLED = {
     "02_wmma": "three kernels (scores, softmax, PV), not one fused kernel",
     "08b_persistent": "a loop over work items around 08a's tile loop: its trips depend on the "
                       "grid and the schedule (not modelled yet; 08a's model covers the tile body)",
+    "08c_d64_tile": "08b's loop over work items with three consumers at D = 64: its trips depend "
+                    "on the grid and the schedule, as 08b's (not modelled yet)",
 }
 
 MODELS = {

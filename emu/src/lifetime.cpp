@@ -12,6 +12,7 @@
 #include "fsemu/access.hpp"
 #include "fsemu/events.hpp"
 #include "fsemu/model/fault.hpp"
+#include "sanitize.hpp"
 #include "state.hpp"
 
 namespace fsemu::lifetime {
@@ -130,15 +131,19 @@ void end_tracking() {
 
 // The scheduler's events (fsemu/events.hpp), observed while a block is tracked: the running
 // thread releases its knowledge into the synchronisation object `sync`, or acquires what others
-// released there; the block's end ends the tracking.
+// released there; the block's end ends the tracking. The map of sync objects is the emulator's
+// bookkeeping, which every CUDA thread of the block updates: not the kernel's accesses, for TSan
+// (sanitize.hpp; a rehash of the map frees memory another thread allocated).
 class SchedulerEvents final : public events::Observer {
  public:
   void release(const void* sync) override {
     if (!in_thread()) return;
+    const sanitize::IgnoreAccesses bookkeeping;
     join(g_state->syncs[sync], thread_extra().known);
   }
   void acquire(const void* sync) override {
     if (!in_thread()) return;
+    const sanitize::IgnoreAccesses bookkeeping;
     const auto it = g_state->syncs.find(sync);
     if (it != g_state->syncs.end()) join(thread_extra().known, it->second);
   }
