@@ -18,8 +18,10 @@ the turns going round three consumers, sm_90a")
 #    (the test fails unless that is the grid asked for) and its check PASS: one block, fewer blocks
 #    than items, as many, more; the causal shape (B=2 H=3 Sq=300 Skv=100: T = 12 items) has a
 #    query block whose 192 rows see no key (rows 0 .. 199 see none: an item with no key tile);
-#  - the shared GPU suite's output check on two of its larger cases at one block, 3 and 100 (both
-#    head dims: D = 128 keeps 08b's tile of two consumers).
+#  - the shared GPU suite's output check on two of its larger cases at 3 blocks, fewer than their
+#    items (both head dims: D = 128 keeps 08b's tile of two consumers). 08b's tests run them at 1,
+#    3 and 100 blocks; the scheduler is 08b's, and what this step changes, the item count of the
+#    tile, the runner's grids above cover at 1 to 64 blocks (CI time: each such run is ~15 s here).
 if(TARGET test_emu_08c_d64_tile AND TARGET stage08c_emulated)
   foreach(schedule static dynamic)
     foreach(shape noncausal causal)
@@ -38,7 +40,7 @@ if(TARGET test_emu_08c_d64_tile AND TARGET stage08c_emulated)
           FAIL_REGULAR_EXPRESSION "FAIL")
       endforeach()
     endforeach()
-    foreach(blocks 1 3 100)
+    foreach(blocks 3)
       set(test emu.08c_d64_tile.suite_${blocks}_${schedule})
       add_test(NAME ${test} COMMAND test_emu_08c_d64_tile
                "a grid that fills the GPU*,Sq != Skv both ways*" ${FLASHSTEPS_CATCH_ARGS})
