@@ -125,16 +125,16 @@ __device__ __forceinline__ float ex2_approx_ftz(float x) {
 
 // =================================================================================================
 // Hopper (sm_90a) — stage 07. CCCL's cuda::ptx covers TMA (cp.async.bulk.tensor), the mbarrier
-// expect_tx / try_wait.parity forms and the proxy fences, and stage 07 calls those directly. It
-// has no wrapper for the warpgroup MMA family (wgmma.*), for setmaxnreg, nor for a named barrier
-// with a thread count: those are below. Section numbers as in the PTX ISA 8.5 manual (9.7.15 is
-// "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions"); titles are stable.
+// expect_tx / try_wait.parity forms and the proxy fences, and stage 07 calls those directly. The
+// CCCL of CUDA 13.0 has no wrapper for wgmma.*, for setmaxnreg (later CCCLs have one) nor for a
+// named barrier with a thread count: those are below. Section numbers as in the PTX ISA 8.5 manual
+// (9.7.15 is "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions").
 //
 // wgmma.* exists only for the arch-specific target sm_90a (not sm_90, and no later GPU: the
 // datacenter Blackwells, sm_100a/103a/110a, multiply with tcgen05 instead, and sm_120/121 have
 // neither). setmaxnreg is arch-specific too, but not Hopper's alone: its Target ISA Notes
 // ("setmaxnreg", 9.7.17.1) list sm_90a, sm_100a, sm_103a, sm_110a, sm_120a, sm_121a and their
-// family targets, as CCCL's cuda::ptx::setmaxnreg_inc/_dec spell out. Here both serve sm_90a. This
+// family targets. Here both serve sm_90a. This
 // header is also included by translation units compiled for sm_80/89, so every such asm body is
 // inside `#if defined(__CUDA_ARCH_FEAT_SM90_ALL)` (nvcc defines it for compute_90a only); elsewhere
 // the wrapper compiles to a trap, and stages that are not built for 90a never call it.
