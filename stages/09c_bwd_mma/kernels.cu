@@ -5,10 +5,9 @@
 // What changed since stage 09b:
 //  * Each of the 4 warps owns 16 keys of K_j (Bc = 64; Br = 64 at D = 64, 32 at D = 128). It
 //    computes its strip of the tile transposed, Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ (16 keys x Br
-//    queries), so that the
-//    accumulators of Pᵀ and dSᵀ are, register for register, the A operand of dV_j += Pᵀ dO_i and
-//    dK_j += dSᵀ Q_i: 06c's "the S accumulator is the P·V A fragment" applied twice. Neither P
-//    nor dS is written out for those two products.
+//    queries), so that the accumulators of Pᵀ and dSᵀ are, register for register, the A operand
+//    of dV_j += Pᵀ dO_i and dK_j += dSᵀ Q_i: 06c's "the S accumulator is the P·V A fragment"
+//    applied twice. Neither P nor dS is written out for those two products.
 //  * Which operand is transposed where (the lesson; the table at `operands` below): K_j, V_j (A)
 //    and Q_i, dO_i (B of Sᵀ, dPᵀ) are read as stored, by ldmatrix without .trans; Q_i and dO_i as
 //    B of dK, dV are (k = query, n = d) row-major and need ldmatrix.trans; dQ_i += dS K_j wants dS
