@@ -25,8 +25,8 @@
 // the block makes 5·Bc·Br·D MACs on mma.sync — 5·(Bc/16)·(Br/8)·(D/16) = 640 m16n8k16
 // instructions at either head dim — against 09b's scalar FMAs; the ldmatrix traffic is about one
 // x4 per two mma. It still copies Q_i, dO_i element by element with no copy in flight during the
-// math (09b's load_rows), meets two block-wide barriers per tile, and issues Br·D fp32 atomics per
-// tile pair. Figures it rests on: an A100's dense fp16 tensor rate, 312 TFLOPS, and an H100
+// math (09b's load_rows), meets three block-wide barriers per tile, and issues Br·D fp32 atomics
+// per tile pair. Figures it rests on: an A100's dense fp16 tensor rate, 312 TFLOPS, and an H100
 // SXM's, 989 TFLOPS (NVIDIA's datasheets); mma.sync reaches well under the H100 figure (that
 // needs wgmma: stage 07a), about 1.5x its A100 rate per SM-cycle (06c's header); 09b's own
 // prediction, 0.5% to 5% of the fp16 peak. So:
