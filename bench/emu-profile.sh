@@ -57,6 +57,21 @@ git_commit=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --short=12 HEAD 2
 # The stage tree's fields and ancestor walk, read through the one reader of stages.json.
 tree_py=$(dirname "${BASH_SOURCE[0]}")/stage_tree.py
 
+# A persistent kernel (08b on) launches one block per SM and walks the work items; on the emulated
+# device (8 SMs) each of its blocks would walk 16 times the items a block of the profiled GPU did,
+# and --profile-blocks would emulate that many. Its grid is about the run's GPU's instead
+# (FLASHSTEPS_PERSISTENT_BLOCKS, which the other stages do not read): the largest power of two not
+# above the GPU's SM count (128 of an H100's 132), so that the profiles' item counts (B*H*Tr, a
+# multiple of 128 at their shapes) give every block the same work and the counts scaled from
+# --blocks of them stay exact, as for any other grid; blocks of about the work the profiled
+# kernel's blocks did.
+sm_count=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("gpu_sm_count", ""))' \
+  "$run/provenance.json" 2>/dev/null || true)
+[[ $sm_count =~ ^[1-9][0-9]*$ ]] || die "$run/provenance.json has no gpu_sm_count"
+persistent=1
+while ((persistent * 2 <= sm_count)); do persistent=$((persistent * 2)); done
+export FLASHSTEPS_PERSISTENT_BLOCKS=$persistent
+
 # emulate <runner> <runner args> <file name> <compares_with or ""> <note or "">: writes
 # emu_<file name>.csv and its provenance into $out.
 emulate() {
@@ -79,6 +94,8 @@ emulate() {
     echo "git_commit: $git_commit"
     echo "runner: $(basename "$runner") (emulated build)"
     echo "runner_args: $args --profile --profile-blocks $blocks"
+    echo "environment: FLASHSTEPS_PERSISTENT_BLOCKS=$persistent (a persistent kernel's grid: the" \
+      "largest power of two not above the run's GPU's $sm_count SMs)"
     echo "blocks_per_launch: $blocks (evenly spaced; counts scaled by blocks / $blocks)"
     echo "wall_seconds: $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')"
     grep -E '^profile  kernel|blocks emulated' <<<"$log" | sed 's/^ *//; s/^/launch: /'
