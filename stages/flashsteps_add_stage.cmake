@@ -33,7 +33,8 @@
 # WATCHDOG: the stage's kernels spin-wait on barriers (flashsteps/cuda/watchdog.cuh). Its sources
 # are then compiled a second time, with the watchdog on, into fs_stage_<name>_checked, which the
 # GPU suite links: a wait that never ends fails the test with a message instead of hanging it.
-# The runner and the bench keep the library without it, so what they time is unchanged.
+# The runner and the bench keep the library without it, so what they time is unchanged. (Not in a
+# build with FLASHSTEPS_WATCHDOG_SUITES off, the cpu preset's: no GPU runs the suites there.)
 # PART: the book's part its chapter is in, by the part page's name: PART past_cudnn puts the chapter
 # under book/chapters/part_past_cudnn.md (which lists it with \include{doc}
 # stage_pages_past_cudnn.md); without it the chapter is in Part II (stage_pages.md).
@@ -320,7 +321,7 @@ function(flashsteps_add_stage name)
   endif()
 
   set(test_lib ${lib})
-  if(ARG_WATCHDOG)
+  if(ARG_WATCHDOG AND FLASHSTEPS_WATCHDOG_SUITES)
     set(test_lib ${lib}_checked)
     add_library(${test_lib} STATIC ${ARG_SOURCES})
     flashsteps_stage_target(${test_lib} ${name})
