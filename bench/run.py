@@ -32,9 +32,11 @@ summary per stage.
                 shapes; memcheck and racecheck of every stage whose kernels no committed run
                 sanitized with the same PTX), then what fits of: the backward stages' benches
                 with SDPA's backward, Nsight Compute profiles (unprofiled stages first), the
-                runners, the other sanitizer runs, bf16. The estimates are the
-                committed run's own timings (estimates.tsv in the bundle), else the stated
-                defaults; a command never runs past the budget.
+                runners, the other sanitizer runs, bf16. A plan of backward stages only
+                (--stages "09a 09b 09c") takes their benches and SDPA's backward first, and
+                SDPA's forward with what fits. The estimates are the committed run's own timings
+                (estimates.tsv in the bundle), else the stated defaults; a command never runs
+                past the budget.
   --dry-run     print the plan (every command with its timeout and estimate) and the files it
                 needs, check that the bundle holds them, and run nothing; needs no GPU
   --steps       a subset of tests,sanitizers,runner,bench,sdpa,profile (default: all)
@@ -224,6 +226,12 @@ class Planner:
             sec, src = self.estimate(jid, key, stage)
             jobs.append(Job(jid, step, cmds, sec, src, tier, stage=stage, **kw))
 
+        # The backward line and SDPA's backward are one optional group (tier 1) behind the forward
+        # stages and SDPA's forward; a plan of backward stages only (--stages "09a 09b 09c") puts
+        # them first, and SDPA's forward, which none of them compares with, behind them.
+        kinds = {self.index[n].get("kind") for n in names if self.index[n]["role"] == "stage"}
+        fwd_tier, bwd_tier = (0, 1) if "backward" not in kinds or "forward" in kinds else (1, 0)
+
         if "tests" in steps:
             add("tests:cpu", "tests", [[f"{self.bin}/test_cpu"]], "tests:cpu", 0, lane="cpu",
                 log="tests_cpu.part", why="the CPU tests")
@@ -266,10 +274,9 @@ class Planner:
                     why = f"the canonical shapes, {d}"
                     job_tier = tier
                     if self.index[n].get("kind") == "backward":  # against SDPA's backward
-                        # The backward line and SDPA's backward are one optional group (tier
-                        # 1): a short plan times the forward stages and their references first.
-                        why += ", the backward pass (with SDPA's backward, when the budget allows)"
-                        job_tier = max(tier, 1)
+                        why += ", the backward pass" + (
+                            " (with SDPA's backward, when the budget allows)" if bwd_tier else "")
+                        job_tier = max(tier, bwd_tier)
                     if a.budget_s > 0 and sec > BENCH_CAP_S and iters > BENCH_MIN_ITERS:
                         fewer = max(BENCH_MIN_ITERS, int(iters * BENCH_CAP_S / sec))
                         why += (f", {fewer} launches per shape instead of {iters} (about "
@@ -287,13 +294,13 @@ class Planner:
                     [["python3", os.path.join(self.root, "scripts", "sdpa_bench.py"), "--out",
                       f"sdpa{suffix}.json", "--harness", harness, "--dtypes", d, "--iters",
                       str(a.iters), "--passes", "fwd"]],
-                    "sdpa", tier, why=f"PyTorch SDPA's backends, the forward, {d}")
+                    "sdpa", max(tier, fwd_tier), why=f"PyTorch SDPA's backends, the forward, {d}")
                 if any(self.index[n].get("kind") == "backward" for n in names):
                     add(f"sdpa_bwd:{d}", "sdpa",
                         [["python3", os.path.join(self.root, "scripts", "sdpa_bench.py"), "--out",
                           f"sdpa_bwd{suffix}.json", "--harness", harness, "--dtypes", d,
                           "--iters", str(a.iters), "--passes", "bwd"]],
-                        "sdpa_bwd", max(tier, 1),
+                        "sdpa_bwd", max(tier, bwd_tier),
                         why=f"PyTorch SDPA's backends, the backward (the backward line's "
                             f"reference), {d}")
         if "profile" in steps:
@@ -329,9 +336,9 @@ def plan_seconds(jobs):
 
 def pick(jobs, budget_s):
     """Tier 0 always; then each later tier's jobs, in order, while the plan fits the budget: 1 the
-    backward line's benches with SDPA's backward, and the profiles of kernels no committed run
-    profiled, 2 the runners, 3 the other sanitizers and the
-    profiles a PTX-identical committed run has, 4 bf16."""
+    backward line's benches with SDPA's backward (SDPA's forward instead when only backward
+    stages are picked), and the profiles of kernels no committed run profiled, 2 the runners, 3
+    the other sanitizers and the profiles a PTX-identical committed run has, 4 bf16."""
     for j in jobs:
         j.picked = j.tier == 0
     if budget_s <= 0:

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# tests/plan-check.sh STAGES_JSON WORK — bench/run.py's plans on a stand-in bundle that holds the
+# scripts and the build's stage tree but no binaries (the dry run then names them missing, which
+# is not what this checks). Reads every stage's name and kind from the tree:
+#   - the 9-minute plan of the whole tree (the quick plan of a GPU loan) times every forward stage
+#     and SDPA's forward in tier 0;
+#   - a plan of the backward stages only (run.sh --stages with their names, --steps bench,sdpa,
+#     6 minutes) times each of them and SDPA's backward, and leaves SDPA's forward for last.
+# Exit 0 ok, 1 a check failed.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+tree=${1:?usage: tests/plan-check.sh STAGES_JSON WORK}
+work=${2:?usage: tests/plan-check.sh STAGES_JSON WORK}
+fail() { echo "plan-check: FAIL: $*" >&2; exit 1; }
+
+rm -rf "$work"
+mkdir -p "$work/bin" "$work/scripts"
+cp "$root/bench/run.sh" "$root/bench/run.py" "$root/bench/stage_tree.py" "$tree" "$work/"
+cp "$root/bench/stage_tree.py" "$root/bench/sdpa/sdpa_bench.py" "$root/bench/profile.sh" "$work/scripts/"
+fields=$(python3 "$root/bench/stage_tree.py" "$tree" field role,kind)
+forward=$(awk -F'\t' '$2 == "stage" && $3 == "forward" { print $1 }' <<<"$fields")
+backward=$(awk -F'\t' '$2 == "stage" && $3 == "backward" { print $1 }' <<<"$fields")
+mapfile -t stages < <(awk -F'\t' '$2 == "stage" { print $1 }' <<<"$fields")
+[[ -n $forward && -n $backward ]] || fail "the tree has no forward or no backward stage"
+backward_words=$(tr '\n' ' ' <<<"$backward")
+backward_words=${backward_words% }
+python3 - "$work/bundle.json" "${stages[@]}" <<'PY'
+import json, sys
+json.dump({"commit": "plan-check", "arch": "90a", "stages": sys.argv[2:]}, open(sys.argv[1], "w"))
+PY
+if [[ -f $root/book/data/CURRENT ]]; then
+  python3 "$root/bench/run.py" estimates "$root/book/data/$(head -n1 "$root/book/data/CURRENT")" \
+    "$tree" >"$work/estimates.tsv"
+fi
+
+plan=$("$work/run.sh" --dry-run --budget-min 9 2>/dev/null || true)
+for n in $forward; do
+  grep -q "^run  bench:$n:fp16:" <<<"$plan" || fail "the 9-minute plan does not time $n:"$'\n'"$plan"
+done
+grep -q "^run  sdpa:fp16:" <<<"$plan" || fail "the 9-minute plan does not time SDPA's forward"
+
+plan=$("$work/run.sh" --dry-run --budget-min 6 --steps bench,sdpa --stages "$backward_words" \
+  2>/dev/null || true)
+for n in $backward; do
+  grep -q "^run  bench:$n:fp16:" <<<"$plan" || fail "the backward plan does not time $n:"$'\n'"$plan"
+done
+grep -q "^run  sdpa_bwd:fp16:" <<<"$plan" || fail "the backward plan does not time SDPA's backward:"$'\n'"$plan"
+grep -q "^skip sdpa:fp16:" <<<"$plan" ||
+  fail "the backward plan times SDPA's forward before what fits:"$'\n'"$plan"
+echo "plan-check: PASS: the 9-minute plan times every forward stage and SDPA's forward; the" \
+  "backward plan ($backward_words) times each backward stage and SDPA's backward"
