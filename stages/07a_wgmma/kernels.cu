@@ -19,6 +19,9 @@
 //  * cp.async writes shared memory through the generic proxy, wgmma reads it through the async
 //    proxy: fence.proxy.async between them (the tile's wait).
 //  * Hopper only: wgmma exists for sm_90a alone (launcher.cu refuses other devices).
+// Riders (changes the step makes that its lesson does not need; measured with it, not apart):
+//  * the ring has 3 stages at both head dims (06c: 2);
+//  * D = 128 takes Bc = 128 keys per tile (06c: 64): wgmma's n could stay 64. D = 64 keeps 128.
 //
 //! [prediction]
 // Which metric should move, and by how much (written before any GPU ran this stage; H100 SXM,
