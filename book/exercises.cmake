@@ -86,7 +86,8 @@ endif()
 # The exercises that ask the reader to write a step's lesson, as the stage folders declare them
 # (emu/exercises/CMakeLists.txt builds them).
 function(flashsteps_exercise id)
-  cmake_parse_arguments(PARSE_ARGV 1 E "" "STAGE;FILE;TASK;SOLUTION;STUB;EXPECT;TESTS" "")
+  cmake_parse_arguments(PARSE_ARGV 1 E "" "STAGE;FILE;TASK;SOLUTION;STUB;EXPECT;TESTS;STUB_OPT"
+                        "")
   if(NOT E_FILE)
     set(E_FILE kernels.cu)
   endif()
