@@ -138,6 +138,7 @@ foreach(stage IN LISTS stages)
                        "verdict_${stage}.md" "run_${stage}.md" "emu_${stage}.md"
                        "status_${stage}.md" "step_${stage}.md")
 endforeach()
+list(APPEND expected reading_map.md)  # the front page's reading map (fs_table book_reading_map)
 set(missing "")
 foreach(f IN LISTS expected)
   if(NOT EXISTS "${GEN_DIR}/${f}")

@@ -15,7 +15,7 @@
 //  * wgmma is asynchronous: wgmma.fence before it uses accumulator or A registers that ordinary
 //    instructions touched (a register fence: shared memory is the proxy fence's, below),
 //    commit_group to close a batch, wait_group<0> before the results are read — waited at once,
-//    so nothing overlaps yet (07c).
+//    so nothing overlaps yet (07d).
 //  * cp.async writes shared memory through the generic proxy, wgmma reads it through the async
 //    proxy: fence.proxy.async between them (the tile's wait).
 //  * Hopper only: wgmma exists for sm_90a alone (launcher.cu refuses other devices).
@@ -26,28 +26,29 @@
 //! [prediction]
 // Which metric should move, and by how much (written before any GPU ran this stage; H100 SXM,
 // the committed run book/data/h100-80gb-hbm3/2026-11-22_59ee13adc096, fp16, non-causal, S >= 2k:
-// stage 06c (measured as 06_registers) 268 TFLOP/s at D = 64 and 291 at D = 128 (S = 2k); stage 07
-// (FA3's design, measured as 07_hopper) 414 and 628):
+// stage 06c (measured as 06_registers) 268 TFLOP/s at D = 64 and 291 at D = 128 (S = 2k); stage
+// 07d (FA3's design, measured as 07_hopper) 414 and 628):
 //  * SASS: HGMMA.64x128x16 (S; and P V at D = 128) and HGMMA.64x64x16 (P V at D = 64) replace
 //    HMMA.16816; LDSM disappears; LDGSTS stays (no UTMALDG, no SYNCS: no TMA, no mbarrier).
 //  * Shared memory through the LSU: the ldmatrix reads (4 warps x K_j and V_j per tile, 4x the
 //    ring's bytes) leave the LSU — wgmma reads its operands itself — and the cp.async writes stay:
 //    `l1tex__data_pipe_lsu_wavefronts_mem_shared.sum` per FLOP -75% to -85% against 06c.
 //  * Throughput. Model per tile and block: 4 * 64 * 128 * D FLOP on the tensor cores at the rate
-//    stage 07 reached at D = 128 (~2,700 FLOP/cycle/SM, where its tensor pipe is the bound), then
+//    stage 07d reached at D = 128 (~2,700 FLOP/cycle/SM, where its tensor pipe is the bound), then
 //    the softmax of 64 x 128 scores (~800 cycles for one warpgroup), then ~200 cycles of waits and
 //    the barrier, all in sequence. D = 128, one block per SM: ~1,550 + 800 + 200 cycles per 4.2
-//    MFLOP -> ~1,650 FLOP/cycle/SM: 320-440 TFLOP/s, 1.1-1.5x stage 06c, 0.5-0.7x stage 07.
-//    D = 64, two blocks per SM, whose tiles interleave: bounded by the softmax rate stage 07 shows
+//    MFLOP -> ~1,650 FLOP/cycle/SM: 320-440 TFLOP/s, 1.1-1.5x stage 06c, 0.5-0.7x stage
+//    07d.
+//    D = 64, two blocks per SM, whose tiles interleave: bounded by the softmax rate stage 07d shows
 //    at D = 64 (its two warpgroups per SM are softmax-bound there): 290-380 TFLOP/s, 1.1-1.4x
-//    stage 06c, 0.7-0.9x stage 07. Causal: 10-25% fewer TFLOP/s (the diagonal tiles' mask).
+//    stage 06c, 0.7-0.9x stage 07d. Causal: 10-25% fewer TFLOP/s (the diagonal tiles' mask).
 //  * Registers: S 64 + P 32 + O D/2 per thread -> ptxas uses 170-240 of the 255 that
 //    __launch_bounds__(128, 1) allows, 0 spills.
 //! [prediction]
 //
 // Revised after the CPU emulator counted this stage (no GPU has run it; predictions.csv judges the
 // first range above): the H100's shared-wavefront count also includes wgmma's operand reads, one
-// per 128 bytes (stage 07's committed profile matches only with them, emu/README.md). Per 64 rows
+// per 128 bytes (stage 07d's committed profile matches only with them, emu/README.md). Per 64 rows
 // and 128 keys that is 1,152 D bytes against 06c's 2,560 D: -45% to -60% per FLOP, not -75% to
 // -85%. The emulator counts 0.46x at the profiled shape.
 //
@@ -55,8 +56,8 @@
 // or not; any Sq, Skv >= 1; Q, K, V, O 16-byte aligned; B*H*Tr < 2^31 blocks. Not yet: the waits
 // are synchronous (the tensor cores idle during the softmax, and the softmax waits for the
 // tensor cores), every thread copies (cp.async; stage 07b: one thread and TMA), K_j and V_j are
-// read by 64 query rows only (stage 07b: two consumer warpgroups share them). The reasoning:
-// book/chapters/stage_07a_wgmma.md.
+// read by 64 query rows only (stage 07c: two consumer warpgroups share them, beside a producer
+// warpgroup). The reasoning: book/chapters/stage_07a_wgmma.md.
 // =================================================================================================
 #include <cuda/pipeline>
 #include <cuda/ptx>
