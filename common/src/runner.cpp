@@ -153,7 +153,7 @@ std::optional<int> parse_runner_cli(int argc, const char* const* argv, std::stri
   app.add_flag("--emulate", opts->emulate,
                "run on the CPU emulator (this runner always does; accepted for symmetry)");
   app.add_flag("--layout", opts->layout,
-               "print which lane holds which tensor-core fragment element (stages 06 and 07), "
+               "print which lane holds which tensor-core fragment element (mma.sync and wgmma stages), "
                "probed from the emulator's instruction models, and exit");
 #else
   app.add_flag("--emulate", opts->emulate,
@@ -161,7 +161,7 @@ std::optional<int> parse_runner_cli(int argc, const char* const* argv, std::stri
                "emulated build of this runner (emulated/<this runner's name>, next to it) with "
                "the same arguments; it checks, and times nothing");
   app.add_flag("--layout", opts->layout,
-               "with --emulate: print the tensor-core fragment layouts (stages 06 and 07)");
+               "with --emulate: print the tensor-core fragment layouts (mma.sync and wgmma stages)");
 #endif
   add_profile_flags(app, opts);
   try {
