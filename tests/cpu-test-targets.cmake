@@ -1,7 +1,9 @@
 # Prints the build's files that the `cpu`-labelled tests run, one file name a line, read from the
 # tests themselves: every path under the build folder named in a `cpu` test's command or
-# arguments, and the binary of every Catch2 suite whose tests are listed only once it is built
-# (catch_discover_tests adds a placeholder test "<target>_NOT_BUILT-<hash>" until then).
+# arguments or in its REQUIRED_FILES (a test whose script picks the binary it runs, such as
+# tests/exercise.sh, names it there), and the binary of every Catch2 suite whose tests are listed
+# only once it is built (catch_discover_tests adds a placeholder test
+# "<target>_NOT_BUILT-<hash>" until then).
 # tests/debian13-check.sh builds the targets among these names, so a new CPU test needs no
 # change there.
 #
@@ -46,6 +48,15 @@ function(set_tests_properties)
       if("cpu" IN_LIST labels)
         set_property(GLOBAL APPEND PROPERTY fs_cpu_tests ${names})
       endif()
+    elseif("${ARGV${i}}" STREQUAL "REQUIRED_FILES" AND v LESS ARGC)
+      foreach(f IN LISTS ARGV${v})
+        if(f MATCHES "^${build}/")
+          get_filename_component(f "${f}" NAME)
+          foreach(name IN LISTS names)
+            set_property(GLOBAL APPEND PROPERTY "fs_files_${name}" "${f}")
+          endforeach()
+        endif()
+      endforeach()
     endif()
     math(EXPR i "${i} + 2")
   endwhile()
