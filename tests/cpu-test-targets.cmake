@@ -7,7 +7,9 @@
 # tests/debian13-check.sh builds the targets among these names, so a new CPU test needs no
 # change there.
 #
-#   cmake -DBUILD=<build folder> -P tests/cpu-test-targets.cmake
+#   cmake -DBUILD=<build folder> [-DTESTS=<regex>] -P tests/cpu-test-targets.cmake
+#
+# TESTS: only the tests whose names match the regex (as ctest -R matches them).
 #
 # It reads the build's CTestTestfile.cmake files with add_test, set_tests_properties and subdirs
 # redefined to record what the tests run instead of declaring tests (CTest cannot say: it names a
@@ -27,6 +29,9 @@ function(add_test name)
       list(APPEND files "${f}")
     endforeach()
   endforeach()
+  if(DEFINED TESTS AND NOT name MATCHES "${TESTS}")
+    return()
+  endif()
   if(name MATCHES "^(.+)_NOT_BUILT(-[0-9a-f]+)?$")
     set_property(GLOBAL APPEND PROPERTY fs_always "${CMAKE_MATCH_1}")
   endif()
