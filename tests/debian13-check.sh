@@ -11,7 +11,9 @@
 #   --all   build every target (every stage, GPU suite and bench) instead of only what the CPU
 #           tests run; on a 2-core machine that takes a long time.
 #   --tests REGEX  build what the `cpu` tests whose names match REGEX run, and run only those
-#           (ctest -R REGEX): a quick check of some tests, not the whole check.
+#           (ctest -R REGEX): a quick check of some tests, not the whole check. It leaves out the
+#           emulated runners and PTX hashes of every stage that the whole check adds below, so
+#           emu.profile.compare, readme.status and stages.new_stage_folder fail under it.
 #
 # Inside the root it runs tests/install-deps.sh (the README's dependency step, unchanged), adds
 # python3 and gnuplot so the SDPA script's self-test and the plot tests run too, configures with
