@@ -1,11 +1,15 @@
 # Prints the build's files that the `cpu`-labelled tests run, one file name a line, read from the
 # tests themselves: every path under the build folder named in a `cpu` test's command or
-# arguments, and the binary of every Catch2 suite whose tests are listed only once it is built
-# (catch_discover_tests adds a placeholder test "<target>_NOT_BUILT-<hash>" until then).
+# arguments or in its REQUIRED_FILES (a test whose script picks the binary it runs, such as
+# tests/exercise.sh, names it there), and the binary of every Catch2 suite whose tests are listed
+# only once it is built (catch_discover_tests adds a placeholder test
+# "<target>_NOT_BUILT-<hash>" until then).
 # tests/debian13-check.sh builds the targets among these names, so a new CPU test needs no
 # change there.
 #
-#   cmake -DBUILD=<build folder> -P tests/cpu-test-targets.cmake
+#   cmake -DBUILD=<build folder> [-DTESTS=<regex>] -P tests/cpu-test-targets.cmake
+#
+# TESTS: only the tests whose names match the regex (as ctest -R matches them).
 #
 # It reads the build's CTestTestfile.cmake files with add_test, set_tests_properties and subdirs
 # redefined to record what the tests run instead of declaring tests (CTest cannot say: it names a
@@ -25,6 +29,9 @@ function(add_test name)
       list(APPEND files "${f}")
     endforeach()
   endforeach()
+  if(DEFINED TESTS AND NOT name MATCHES "${TESTS}")
+    return()
+  endif()
   if(name MATCHES "^(.+)_NOT_BUILT(-[0-9a-f]+)?$")
     set_property(GLOBAL APPEND PROPERTY fs_always "${CMAKE_MATCH_1}")
   endif()
@@ -35,9 +42,14 @@ function(set_tests_properties)
   set(names "")
   set(i 0)
   while(i LESS ARGC AND NOT "${ARGV${i}}" STREQUAL "PROPERTIES")
-    list(APPEND names "${ARGV${i}}")
+    if(NOT DEFINED TESTS OR "${ARGV${i}}" MATCHES "${TESTS}")
+      list(APPEND names "${ARGV${i}}")
+    endif()
     math(EXPR i "${i} + 1")
   endwhile()
+  if(NOT names)
+    return()
+  endif()
   math(EXPR i "${i} + 1")
   while(i LESS ARGC)
     math(EXPR v "${i} + 1")
@@ -46,6 +58,15 @@ function(set_tests_properties)
       if("cpu" IN_LIST labels)
         set_property(GLOBAL APPEND PROPERTY fs_cpu_tests ${names})
       endif()
+    elseif("${ARGV${i}}" STREQUAL "REQUIRED_FILES" AND v LESS ARGC)
+      foreach(f IN LISTS ARGV${v})
+        if(f MATCHES "^${build}/")
+          get_filename_component(f "${f}" NAME)
+          foreach(name IN LISTS names)
+            set_property(GLOBAL APPEND PROPERTY "fs_files_${name}" "${f}")
+          endforeach()
+        endif()
+      endforeach()
     endif()
     math(EXPR i "${i} + 2")
   endwhile()

@@ -10,7 +10,7 @@
 set -euo pipefail
 
 pkgs=(cmake ninja-build g++ catch2 libbenchmark-dev libcli11-dev nlohmann-json3-dev shellcheck
-  libboost-context-dev python3-dev python3-venv)
+  libboost-context-dev python3-dev python3-venv git)
 if [[ "${1:-}" == "--book" ]]; then
   pkgs+=(doxygen doxygen-awesome-css gnuplot-nox libjs-mathjax chromium python3-websocket)
 fi
@@ -24,6 +24,7 @@ declare -A why=(
   [libboost-context-dev]="the fibers of the CPU emulator that runs every stage's kernels (emu/)"
   [python3-dev]="the headers the Python package's modules build against (python/)"
   [python3-venv]="makes build/venv, where the Python package's tests run"
+  [git]="the stage-folder test commits a copy of the tree (CTest stages.new_stage_folder)"
   [doxygen-awesome-css]="the book's stylesheet" [gnuplot-nox]="draws the book's plots"
   [libjs-mathjax]="renders the book's formulas offline (copied into the book's HTML)"
   [chromium]="opens every page of the built book at 1280 px, offline (CTest book.browser)"

@@ -47,4 +47,18 @@ if(TARGET test_emu_08b_persistent AND TARGET stage08b_emulated)
         ENVIRONMENT "FLASHSTEPS_PERSISTENT_BLOCKS=${blocks};FLASHSTEPS_TILE_SCHEDULER=${schedule}")
     endforeach()
   endforeach()
+  # Several LPT sections in one run, the kernel (not only the host model of
+  # tests/cpu/test_tile_scheduler.cpp) across them: the stage's kernels compiled again with
+  # sections of 96 KiB (FLASHSTEPS_SCHEDULER_SECTION_BYTES, scheduler.cuh; the GPU builds keep
+  # 32 MiB, which no emulated shape fills), on the causal shape B=1 H=5 Sq=300 Skv=150 at D = 64:
+  # 2 * 2 B * 64 * 150 = 37.5 KiB of K and V a head, 2 heads a section, so heads (0, 1), (2, 3)
+  # and (4): three sections, the last a partial one, each of Tr = ceil(300 / 128) = 3 query
+  # blocks (T = 15 items on 3 blocks, the dynamic schedule). The runner checks every head.
+  fsemu_runner_with_definitions(stage08b_sections 08b_persistent FLASHSTEPS_SCHEDULER_SECTION_BYTES=98304)
+  add_test(NAME emu.08b_persistent.sections
+           COMMAND stage08b_sections --batch 1 --heads 5 --seq 300 --seq-kv 150 --causal --profile)
+  set_tests_properties(emu.08b_persistent.sections PROPERTIES LABELS "cpu;emu"
+    ENVIRONMENT "FLASHSTEPS_PERSISTENT_BLOCKS=3;FLASHSTEPS_TILE_SCHEDULER=dynamic"
+    PASS_REGULAR_EXPRESSION "grid \\(3, 1, 1\\)[^\n]*\n.*over 5 of 5 heads: PASS"
+    FAIL_REGULAR_EXPRESSION "FAIL")
 endif()

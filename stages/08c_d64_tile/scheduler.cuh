@@ -45,8 +45,14 @@ struct TileSchedulerTraits {
   static constexpr int D = kD;
   static constexpr bool kLpt = kCausal;
   /// K and V of the heads of one LPT section: 32 MiB of H100's 50 MB L2 (FlashAttention-3's
-  /// size_l2 in the same file), the rest for Q, O and the previous section's tail.
+  /// size_l2 in the same file), the rest for Q, O and the previous section's tail. A test build
+  /// defines FLASHSTEPS_SCHEDULER_SECTION_BYTES smaller, so that the emulator's small shapes span
+  /// several sections (emu.<stage>.sections); the GPU builds never define it.
+#ifdef FLASHSTEPS_SCHEDULER_SECTION_BYTES
+  static constexpr std::int64_t kSectionBytes = FLASHSTEPS_SCHEDULER_SECTION_BYTES;
+#else
   static constexpr std::int64_t kSectionBytes = std::int64_t{32} << 20;
+#endif
   static constexpr int kElem = 2;  // fp16, bf16
 
   static_assert(Br > 0 && D > 0, "a work item is a query block of Br rows and D columns");

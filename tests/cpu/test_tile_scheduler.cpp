@@ -1,16 +1,22 @@
-// Stage 08b's tile scheduler (stages/08b_persistent/scheduler.cuh) on the CPU: over a sweep of
-// work-item counts T, grids G (one block, fewer blocks than items, as many, more) and shapes, every
-// work item goes to exactly one persistent block under the static and the dynamic schedule, and the
-// order maps the items one to one onto the (head, query block) pairs, the causal one heaviest
-// first in each section of heads. (That these counts catch a schedule that drops or repeats an
-// item is shown by stage 08b's planted faults, emu.fault.08b_*.)
+// The persistent stages' tile scheduler (scheduler.cuh) on the CPU, compiled once for every stage
+// folder that holds a copy of it (tests/CMakeLists.txt, flashsteps_stage_file_test: the build
+// passes the copy as FLASHSTEPS_STAGE_FILE): over a sweep of work-item counts T, grids G (one
+// block, fewer blocks than items, as many, more) and shapes, every work item goes to exactly one
+// persistent block under the static and the dynamic schedule, and the order maps the items one
+// to one onto the (head, query block) pairs, the causal one heaviest first in each section of
+// heads. (That these counts catch a schedule that drops or repeats an item is shown by stage
+// 08b's planted faults, emu.fault.08b_*; the kernels across several sections by
+// emu.<stage>.sections.)
 #include "flashsteps_catch.hpp"
 
 #include <cstdint>
 #include <random>
 #include <vector>
 
-#include "08b_persistent/scheduler.cuh"
+#ifndef FLASHSTEPS_STAGE_FILE
+#error "FLASHSTEPS_STAGE_FILE names the stage's scheduler.cuh (tests/CMakeLists.txt)"
+#endif
+#include FLASHSTEPS_STAGE_FILE
 
 using namespace flashsteps::hopper;
 

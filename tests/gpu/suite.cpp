@@ -180,6 +180,17 @@ TEST_CASE("a grid that fills the GPU: B*H at least twice the SM count") {
     check_problem(make(kGridSeq, kGridSeq, 64, DType::fp16, causal, 2, (bh + 1) / 2), 8);
 }
 
+TEST_CASE("a backward stage sums its gradients in fp32: dK, dV over many rows, dQ over many keys") {
+  if (!backward()) {
+    SUCCEED("a forward stage has no gradient to sum");
+    return;
+  }
+  // Long sums, each a one-head problem (suite.hpp, kAccumLong): dK_j and dV_j over Sq rows, then
+  // dQ_i over Skv keys; non-causal, so every term is there.
+  check_problem(make(kAccumLong, kAccumShort, 64, DType::bf16, false, 1, 1));
+  check_problem(make(kAccumShort, kAccumLong, 64, DType::bf16, false, 1, 1));
+}
+
 TEST_CASE("a non-default softmax scale") {
   Problem p = make(100, 300, 64, DType::bf16, true);
   p.scale = 0.3f;

@@ -43,4 +43,15 @@ inline constexpr std::int64_t kRepeatSq = 133, kRepeatSkv = 517, kRepeatHeads = 
 inline constexpr std::int64_t kRepeatSq = 333, kRepeatSkv = 517, kRepeatHeads = 3;
 #endif
 
+/// The backward stages' long sums (the case "a backward stage sums its gradients in fp32"): dK and
+/// dV add one term per query row, dQ one per key. A stage that kept a gradient's running sum in
+/// the input dtype instead of fp32 rounds it once per query (or key) tile it adds; with tiles of
+/// 32 or 64 rows, short sums stay inside the check's bound (twice the same-precision reference's
+/// error plus one rounding at the gradient's size) and only a long one goes past it by a margin.
+/// kAccumLong x kAccumShort and its transpose, one head, D = 64, bf16: a sum of 4096 terms
+/// rounded every 32 to 64 of them is off by 2 to 3 times the bound in dozens of elements (the
+/// commit that added the case shows 09b and 09c so changed failing it). kAccumShort is one key
+/// tile of every backward stage. The same in every build: the emulator runs it in seconds.
+inline constexpr std::int64_t kAccumLong = 4096, kAccumShort = 64;
+
 }  // namespace flashsteps::test
