@@ -131,14 +131,14 @@ int main(int argc, char** argv) {
   double lo[2] = {1e9, 1e9}, hi[2] = {0, 0};
   table_rows<64>(md, grid, lo[0], hi[0]);
   table_rows<128>(md, grid, lo[1], hi[1]);
-  md << "\nCausal, \\f$G\\f$ = " << grid << " persistent blocks (the run's SM count); the static "
+  md << "\nCausal, <i>G</i> = " << grid << " persistent blocks (the run's SM count); the static "
      << "and dynamic columns are the makespans in key tiles, with no fixed cost per item. "
      << "Written by `fs_schedule_sim` (bench/schedule-sim.cpp) from the stage's scheduler.cuh.\n";
   std::ofstream range(fs::path(out) / "schedule_08b_range.md");
-  range << "**Simulated:** under the causal mask, at \\f$S\\f$ = 2k–16k on " << grid
+  range << "**Simulated:** under the causal mask, at S = 2k–16k on " << grid
         << " blocks, the static walk takes " << fmt("%.2f", lo[1]) << "–" << fmt("%.2f", hi[1])
-        << " times the dynamic walk's time at \\f$D = 128\\f$ and " << fmt("%.2f", lo[0]) << "–"
-        << fmt("%.2f", hi[0]) << " times at \\f$D = 64\\f$ (fixed cost per item 0 to 2 key "
+        << " times the dynamic walk's time at D = 128 and " << fmt("%.2f", lo[0]) << "–"
+        << fmt("%.2f", hi[0]) << " times at D = 64 (fixed cost per item 0 to 2 key "
         << "tiles).\n";
   std::ofstream dat(fs::path(out) / "schedule_gantt.dat");
   gantt(dat, grid);
