@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/model-ledger.py — the one per-tile budget the Hopper chapters reason with, as book fragments.
+"""bench/model-ledger.py — the per-tile budget the Hopper chapters reason with, as book fragments.
 
     bench/model-ledger.py --run RUN --stage-list <build>/stages.json --cubins <build>/ptx --out DIR
 
@@ -116,7 +116,8 @@ def stage_budget(cubin, nvdisasm):
         bodies = tile_bodies(ins)
         if not bodies:
             continue
-        # The unmasked tile body: the one with the fewest instructions (the masked one adds the mask).
+        # The unmasked tile body: the one with the fewest instructions (the masked one adds the
+        # mask).
         body = min(bodies, key=lambda lp: len(lp["ins"]))
         c = count(ins, body["ins"])
         c["consumers"] = key[1]
@@ -214,7 +215,8 @@ def main():
 
     # The tile: the budgets, from the SASS.
     rows = ["| Stage | D | n | HGMMA | tensor FLOP | G | MUFU | FP32 "
-            f"| issued | {HI} | bound by |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+            f"| issued | {HI} | bound by |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for name, b in budgets.items():
         for d in sorted(b):
             c = b[d]
@@ -381,14 +383,17 @@ def main():
     write("model_ledger_summary.md", "".join(lines) or "*(no measured anchor)*\n")
     step_lines = []
     for (name, d), (lo, hi) in sorted(quotes.items()):
-        step_lines.append(f"- {name} at D = {d}: {lo:.2f}× (<i>T</i><sub>s</sub> = {TI}) to {hi:.2f}× "
+        step_lines.append(f"- {name} at D = {d}: {lo:.2f}× (<i>T</i><sub>s</sub> = {TI}) to "
+                          f"{hi:.2f}× "
                           f"(<i>T</i><sub>s</sub> = {TE}) over its parent.\n")
     write("model_ledger_gains.md", "".join(step_lines) or "*(no step after the measured one)*\n")
     return 0
 
 
-LEDGER_FRAGMENTS = ("model_ledger_block.md", "model_ledger_stall.md", "model_ledger_tile.md", "model_ledger_inputs.md", "model_ledger_measured.md",
-                    "model_ledger_steps.md", "model_ledger_summary.md", "model_ledger_gains.md")
+# What it writes (book/generate.cmake lists the same names and checks that they match).
+LEDGER_FRAGMENTS = ("model_ledger_block.md", "model_ledger_stall.md", "model_ledger_tile.md",
+                    "model_ledger_inputs.md", "model_ledger_measured.md", "model_ledger_steps.md",
+                    "model_ledger_summary.md", "model_ledger_gains.md")
 
 if __name__ == "__main__":
     sys.exit(main())

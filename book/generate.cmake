@@ -75,9 +75,10 @@ else()
        "was given.)*\n")
 endif()
 
-# The model ledger (book/chapters/model_ledger.md): bench/model-ledger.py counts each Hopper stage's
-# tile body in the build's sm_90a cubins (PTX_DIR/<stage>.cubin, made in an emulated build) and reads
-# the measured inputs from the run; it writes placeholders where either is missing.
+# The model ledger (book/chapters/model_ledger.md): bench/model-ledger.py counts each Hopper
+# stage's tile body in the build's sm_90a cubins (PTX_DIR/<stage>.cubin, made in an emulated
+# build) and reads the measured inputs from the run; it writes placeholders where either is
+# missing.
 set(ledger_fragments model_ledger_block.md model_ledger_stall.md model_ledger_tile.md
     model_ledger_inputs.md model_ledger_measured.md model_ledger_steps.md
     model_ledger_summary.md model_ledger_gains.md)
@@ -88,6 +89,15 @@ if(PYTHON AND DEFINED PTX_DIR)
                   RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "book: bench/model-ledger.py failed (${rc})")
+  endif()
+  # The same names as the script's LEDGER_FRAGMENTS: what it wrote, no more, no less.
+  file(GLOB written RELATIVE "${GEN_DIR}" "${GEN_DIR}/model_ledger_*.md")
+  list(SORT written)
+  set(listed ${ledger_fragments})
+  list(SORT listed)
+  if(NOT written STREQUAL listed)
+    message(FATAL_ERROR "book: bench/model-ledger.py wrote '${written}', generate.cmake lists "
+                        "'${listed}': make the two lists the same")
   endif()
 else()
   foreach(f IN LISTS ledger_fragments)
@@ -108,14 +118,16 @@ if(SCHEDULE_SIM AND sms MATCHES "^[0-9]+$")
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "book: ${SCHEDULE_SIM} --grid ${sms} --out ${GEN_DIR} failed (${rc})")
   endif()
-  execute_process(COMMAND gnuplot -e "datafile='${GEN_DIR}/schedule_gantt.dat'; outfile='${GEN_DIR}/schedule_gantt.svg'"
-                          "${plots}/schedule_gantt.gp" RESULT_VARIABLE rc)
+  execute_process(COMMAND gnuplot -e "datafile='${GEN_DIR}/schedule_gantt.dat'; \
+outfile='${GEN_DIR}/schedule_gantt.svg'" "${plots}/schedule_gantt.gp" RESULT_VARIABLE rc)
 else()
   foreach(f schedule_08b.md schedule_08b_range.md)
     file(WRITE "${GEN_DIR}/${f}" "*(No simulation of stage 08b's walks: no committed run names "
                                  "the SM count, or fs_schedule_sim was not given.)*\n")
   endforeach()
-  execute_process(COMMAND gnuplot -e "outfile='${GEN_DIR}/schedule_gantt.svg'; message='No simulation of the schedules.'; detail='The committed run names the SM count the simulation needs.'"
+  execute_process(COMMAND gnuplot -e "outfile='${GEN_DIR}/schedule_gantt.svg'; \
+message='No simulation of the schedules.'; \
+detail='The committed run names the SM count the simulation needs.'"
                           "${plots}/placeholder.gp" RESULT_VARIABLE rc)
 endif()
 if(NOT rc EQUAL 0)
