@@ -6,12 +6,16 @@ reader without a network meets it (file://, a 1280 x 800 window), and fails when
     (sticks out of the column, or needs a horizontal scroll bar of its own: tables must fit);
   - wraps a preformatted block (diagrams lose their alignment: they scroll inside their box);
   - shows a figure whose text would be smaller than 11 px at the size the page draws it;
-  - requests anything outside the book's folder (or a file of the folder that is missing);
+  - requests anything outside the book's folder (or a file of the folder that is missing), or
+    shows an image that did not load;
+  - (with --pictures FILE) leaves out a picture FILE lists: every .svg named there (the book's
+    generated pictures, book/pictures.py) must be drawn on some page;
   - shows raw markup: a Markdown table rule (|---|), a Doxygen command (\\snippet, \\ref,
     \\include, \\f$), bold ** or formula delimiters left as typed, a MathJax error, or an HTML tag
     printed as text.
 
     check_browser.py --html <book>/html [--chromium chromium] [--page NAME.html ...]
+                     [--pictures FILE]     (each .svg FILE lists must be drawn on some page)
                      [--expect TEXT ...]   (succeed only if every TEXT is found: the self-test)
 
 It drives Chromium through its DevTools protocol (python3-websocket, Debian's package); one browser
@@ -98,6 +102,10 @@ PAGE_CHECK = r"""
   const figures = [];
   for (const f of column.querySelectorAll('img, object, svg, iframe')) {
     const r = f.getBoundingClientRect();
+    if (f.tagName.toLowerCase() === 'img' && f.complete && f.naturalWidth === 0) {
+      say('an image that did not load', f);
+      continue;
+    }
     if (r.width === 0 || f.closest('svg') !== f && f.tagName.toLowerCase() === 'svg') continue;
     if (f.closest('.MathJax, .MathJax_Display, .MathJax_SVG')) continue;
     if (r.right > right + 1)
@@ -274,6 +282,8 @@ def main():
     ap.add_argument("--html", required=True, help="the book's html folder")
     ap.add_argument("--chromium", default="chromium", help="the browser (default: chromium)")
     ap.add_argument("--page", action="append", help="check only this page (repeatable)")
+    ap.add_argument("--pictures", help="a list of picture files, one a line (the book's "
+                    "generated pictures.txt): each .svg in it must be drawn on some page")
     ap.add_argument("--expect", action="append", default=[],
                     help="the check's own test: succeed only when some finding holds this text "
                          "(repeatable; tests/book/planted)")
@@ -295,6 +305,7 @@ def main():
 
     findings = []
     svg_scale = {}  # SVG file -> the smallest scale a page draws it at
+    drawn_names = set()  # the file names of every figure some page draws
     try:
         for page in pages:
             url = prefix + urllib.parse.quote(page)
@@ -315,6 +326,8 @@ def main():
             result = browser.evaluate(PAGE_CHECK)
             findings += [f"{page}: {f}" for f in result["findings"]]
             for fig in result["figures"]:
+                if fig["width"] > 0:
+                    drawn_names.add(urllib.parse.unquote(fig["src"]).rsplit("/", 1)[-1])
                 if fig["src"].lower().endswith(".svg"):
                     w = svg_scale.get(fig["src"])  # the narrowest it is drawn, in px
                     svg_scale[fig["src"]] = fig["width"] if w is None else min(w, fig["width"])
@@ -334,6 +347,16 @@ def main():
         return 2
     finally:
         browser.close()
+    if opts.pictures:
+        try:
+            with open(opts.pictures, encoding="utf-8") as f:
+                wanted = [w.strip() for w in f if w.strip().lower().endswith(".svg")]
+        except OSError as e:
+            print(f"check_browser.py: cannot read --pictures {opts.pictures}: {e}", file=sys.stderr)
+            return 2
+        for w in wanted:
+            if w not in drawn_names:
+                findings.append(f"the picture {w} ({opts.pictures}) is drawn on no page")
 
     took = time.time() - started
     if opts.expect:

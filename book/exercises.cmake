@@ -86,17 +86,19 @@ endif()
 # The exercises that ask the reader to write a step's lesson, as the stage folders declare them
 # (emu/exercises/CMakeLists.txt builds them).
 function(flashsteps_exercise id)
-  cmake_parse_arguments(PARSE_ARGV 1 E "" "STAGE;FILE;TASK;SOLUTION;STUB;EXPECT;TESTS" "")
+  cmake_parse_arguments(PARSE_ARGV 1 E "" "STAGE;FILE;TASK;SOLUTION;STUB;EXPECT;TESTS;STUB_OPT"
+                        "")
   if(NOT E_FILE)
     set(E_FILE kernels.cu)
   endif()
-  foreach(key STAGE FILE TASK SOLUTION)
+  foreach(key STAGE FILE TASK SOLUTION STUB TESTS)
     set_property(GLOBAL PROPERTY "FS_EXERCISE_${id}_${key}" "${E_${key}}")
   endforeach()
   set_property(GLOBAL APPEND PROPERTY FS_EXERCISE_IDS ${id})
   set_property(GLOBAL APPEND PROPERTY FS_EXERCISES_OF_${E_STAGE} ${id})
 endfunction()
 include("${root}/emu/exercises/exercises.cmake")
+include("${root}/emu/exercises/regions.cmake")  # fsemu_exercise_split(): an exercise's regions
 get_property(write_ids GLOBAL PROPERTY FS_EXERCISE_IDS)
 
 set(errors "")
@@ -168,6 +170,23 @@ foreach(stage IN LISTS list_STAGES)
           continue()
         endif()
         list(APPEND writes ${id})
+        # What the reader sees before judging (the task, the stub) names no test case that
+        # shows the failure: finding which fails is the reader's part.
+        get_property(tests GLOBAL PROPERTY FS_EXERCISE_${id}_TESTS)
+        get_property(task GLOBAL PROPERTY FS_EXERCISE_${id}_TASK)
+        get_property(stub GLOBAL PROPERTY FS_EXERCISE_${id}_STUB)
+        string(REPLACE "," ";" cases "${tests}")
+        foreach(case IN LISTS cases)
+          string(STRIP "${case}" case)
+          string(REGEX REPLACE "^\\*|\\*$" "" case "${case}")
+          string(TOLOWER "${task} ${stub}" seen)
+          string(TOLOWER "${case}" case)
+          string(FIND "${seen}" "${case}" at)
+          if(NOT case STREQUAL "" AND NOT at EQUAL -1)
+            fail("exercise ${id}: its TASK or STUB names the test case '${case}' that shows the "
+                 "failure (stages/${stage}/exercises.cmake): let the suite name it")
+          endif()
+        endforeach()
         continue()
       endif()
       if(NOT id IN_LIST fault_ids)
@@ -304,11 +323,20 @@ The fault's declaration in the stage folder's `faults.cmake` holds the change an
     foreach(key FILE TASK SOLUTION)
       get_property(${key} GLOBAL PROPERTY FS_EXERCISE_${id}_${key})
     endforeach()
-    # Shown as a code block, without the indentation it has in the file.
-    string(REGEX MATCH "^ *" indent "${SOLUTION}")
-    string(LENGTH "${indent}" n_indent)
-    string(SUBSTRING "${SOLUTION}" ${n_indent} -1 solution)
-    string(REPLACE "\n${indent}" "\n" solution "${solution}")
+    # Shown as a code block, each region without the indentation it has in the file, several
+    # regions with a line `...` between them (emu/exercises/regions.cmake).
+    fsemu_exercise_split("${SOLUTION}" region)
+    set(solution "")
+    foreach(k RANGE 1 ${region_N})
+      string(REGEX MATCH "^ +" indent "${region_${k}}")
+      string(LENGTH "${indent}" n_indent)
+      string(SUBSTRING "${region_${k}}" ${n_indent} -1 part)
+      string(REPLACE "\n${indent}" "\n" part "${part}")
+      if(k GREATER 1)
+        string(APPEND solution "\n...\n")
+      endif()
+      string(APPEND solution "${part}")
+    endforeach()
     string(REPLACE "\n" "\n    " solution "    ${solution}")
     file(WRITE "${GEN_DIR}/exercise_${id}.md"
 "<b>Exercise `${id}` (write it).</b> In a copy of `${list_DIR_${stage}}/${FILE}`, ${TASK}.

@@ -134,6 +134,38 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "book: gnuplot failed on ${GEN_DIR}/schedule_gantt.svg (${rc})")
 endif()
 
+# The pictures of the Hopper and backward chapters (book/pictures.py, which names them: --list):
+# drawn from the emulated kernels' event trace, the build's sm_90a cubins and the planted faults.
+# BUILD_DIR (the build folder: its emulated runners and cubins) is given by the book target;
+# without it each picture is a placeholder saying so, and the contract below does not ask for
+# them.
+set(pictures "")
+if(PYTHON AND BUILD_DIR)
+  execute_process(COMMAND "${PYTHON}" "${CMAKE_CURRENT_LIST_DIR}/pictures.py" --build
+                          "${BUILD_DIR}" --out "${GEN_DIR}"
+                  RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "book: book/pictures.py --build ${BUILD_DIR} --out ${GEN_DIR} failed "
+                        "(${rc}, above)")
+  endif()
+  file(STRINGS "${GEN_DIR}/pictures.txt" pictures)
+  list(APPEND pictures pictures.txt)
+elseif(PYTHON)
+  execute_process(COMMAND "${PYTHON}" "${CMAKE_CURRENT_LIST_DIR}/pictures.py" --list
+                  OUTPUT_VARIABLE names OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
+  string(REPLACE "\n" ";" names "${names}")
+  foreach(p IN LISTS names)
+    if(p MATCHES "[.]svg$")
+      file(WRITE "${GEN_DIR}/${p}"
+           "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"600\" height=\"40\"><text "
+           "x=\"10\" y=\"25\" font-size=\"14\">${p}: not drawn (book/pictures.py was given no "
+           "build)</text></svg>\n")
+    else()
+      file(WRITE "${GEN_DIR}/${p}" "*(${p}: not generated: book/pictures.py was given no build.)*\n")
+    endif()
+  endforeach()
+endif()
+
 # Every stage chapter's "Run it here" box and exercises (book/exercises.cmake), from the stage list
 # and the planted faults; it fails when a chapter is out of step with either.
 # (CHAPTERS and FAULTS: the book's own unless given; tests/stages/add_stage.cmake gives copies
@@ -159,12 +191,13 @@ set(stages ${list_STAGES})
 
 # The contract the chapters rely on: every fragment they \include{doc} and every image they show.
 set(expected table_all.md provenance.md emu_compare.md sass_trips.md plot_stages.svg plot_seqlen.svg
-    ${ledger_fragments} schedule_08b.md schedule_08b_range.md schedule_gantt.svg)
+    ${ledger_fragments} schedule_08b.md schedule_08b_range.md schedule_gantt.svg ${pictures})
 foreach(stage IN LISTS stages)
   list(APPEND expected "table_${stage}.md" "ncu_${stage}.md" "ncu_diff_${stage}.md"
                        "verdict_${stage}.md" "run_${stage}.md" "emu_${stage}.md"
                        "status_${stage}.md" "step_${stage}.md")
 endforeach()
+list(APPEND expected reading_map.md)  # the front page's reading map (fs_table book_reading_map)
 set(missing "")
 foreach(f IN LISTS expected)
   if(NOT EXISTS "${GEN_DIR}/${f}")

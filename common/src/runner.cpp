@@ -152,16 +152,18 @@ std::optional<int> parse_runner_cli(int argc, const char* const* argv, std::stri
 #ifdef FLASHSTEPS_EMULATED_BUILD
   app.add_flag("--emulate", opts->emulate,
                "run on the CPU emulator (this runner always does; accepted for symmetry)");
-  app.add_flag("--layout", opts->layout,
-               "print which lane holds which tensor-core fragment element (stages 06 and 07), "
-               "probed from the emulator's instruction models, and exit");
+  app.add_flag(
+      "--layout", opts->layout,
+      "print which lane holds which tensor-core fragment element (mma.sync and wgmma stages), "
+      "probed from the emulator's instruction models, and exit");
 #else
   app.add_flag("--emulate", opts->emulate,
                "run the stage's own kernels on the CPU emulator instead of the GPU: execs the "
                "emulated build of this runner (emulated/<this runner's name>, next to it) with "
                "the same arguments; it checks, and times nothing");
-  app.add_flag("--layout", opts->layout,
-               "with --emulate: print the tensor-core fragment layouts (stages 06 and 07)");
+  app.add_flag(
+      "--layout", opts->layout,
+      "with --emulate: print the tensor-core fragment layouts (mma.sync and wgmma stages)");
 #endif
   add_profile_flags(app, opts);
   try {

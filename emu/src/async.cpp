@@ -15,6 +15,7 @@
 #include "profile.hpp"
 #include "sanitize.hpp"
 #include "state.hpp"
+#include "trace.hpp"
 
 namespace fsemu {
 namespace {
@@ -171,6 +172,15 @@ MBar& mbar(std::uint64_t* p, const char* what) {
   return it->second;
 }
 
+// The trace of the book's pictures (trace.hpp): the operation, and "done" when it completed the
+// barrier's phase.
+void traced(const MBar& b, std::uint32_t addr, const char* op, std::uint32_t before,
+            std::int64_t value) {
+  if (!trace::enabled()) return;
+  trace::mbarrier(op, addr, before, value);
+  if (b.m.phase() != before) trace::mbarrier("done", addr, b.m.phase(), 0);
+}
+
 std::uint32_t load_bytes(const TmaTile& l) {
   return static_cast<std::uint32_t>(model::decode(l.map.data()).box_bytes());
 }
@@ -218,6 +228,7 @@ void settle(MBar& b, std::uint32_t addr) {
     }
     std::memcpy(view.data() + l.smem, w.base + l.smem, bytes);  // written by the async proxy
     b.m.complete_tx(bytes);
+    traced(b, addr, "land", phase, bytes);
     if (b.m.phase() != phase && i + 1 < loads.size())  // completed between two loads
       completed_early(addr, b, phase, rest - bytes, loads.size() - i - 1);
   }
@@ -225,7 +236,11 @@ void settle(MBar& b, std::uint32_t addr) {
   b.arrivals.clear();
   for (const CopyArrival& a : arrivals) {
     land_copies(*a.owner, a.upto);
-    if (a.noinc) b.m.arrive(1);
+    if (a.noinc) {
+      const std::uint32_t before = b.m.phase();
+      b.m.arrive(1);
+      traced(b, addr, "arrive", before, 1);
+    }
   }
   if (landing) sanitize::release(sync(b, parity));
 }
@@ -361,6 +376,7 @@ void mbarrier_init(std::uint64_t* bar, std::uint32_t count) {
   b = MBar{};
   b.m.init(count);
   *bar = tag(a);
+  traced(b, a, "init", 0, count);
 }
 
 std::uint64_t mbarrier_arrive(std::uint64_t* bar, std::uint32_t count) {
@@ -368,7 +384,10 @@ std::uint64_t mbarrier_arrive(std::uint64_t* bar, std::uint32_t count) {
   MBar& b = mbar(bar, "mbarrier.arrive");
   profile::sync(__builtin_return_address(0), profile::Sync::mbarrier_arrive);
   sanitize::release(sync(b, b.m.phase() & 1));
-  return b.m.arrive(count);
+  const std::uint32_t before = b.m.phase();
+  const std::uint64_t token = b.m.arrive(count);
+  traced(b, shared_address(bar, "mbarrier"), "arrive", before, count);
+  return token;
 }
 
 std::uint64_t mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
@@ -376,12 +395,18 @@ std::uint64_t mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes)
   MBar& b = mbar(bar, "mbarrier.arrive.expect_tx");
   profile::sync(__builtin_return_address(0), profile::Sync::mbarrier_arrive);
   sanitize::release(sync(b, b.m.phase() & 1));
-  return b.m.arrive_expect_tx(bytes);
+  const std::uint32_t before = b.m.phase();
+  const std::uint64_t token = b.m.arrive_expect_tx(bytes);
+  traced(b, shared_address(bar, "mbarrier"), "arm", before, bytes);
+  return token;
 }
 
 void mbarrier_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
   const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
-  mbar(bar, "mbarrier.expect_tx").m.expect_tx(bytes);
+  MBar& b = mbar(bar, "mbarrier.expect_tx");
+  const std::uint32_t before = b.m.phase();
+  b.m.expect_tx(bytes);
+  traced(b, shared_address(bar, "mbarrier"), "expect", before, bytes);
 }
 
 namespace {
@@ -405,6 +430,7 @@ bool mbarrier_try_wait_parity(std::uint64_t* bar, std::uint32_t parity) {
         return waiting_on(bar, b, "for the phase of parity " + std::to_string(parity));
       });
   sanitize::acquire(sync(b, parity));
+  traced(b, shared_address(bar, "mbarrier"), "wait", b.m.phase(), parity);
   return true;
 }
 
@@ -415,6 +441,7 @@ bool mbarrier_test_wait_parity(std::uint64_t* bar, std::uint32_t parity) {
   if (b.m.test_wait_parity(parity)) {
     profile::sync(__builtin_return_address(0), profile::Sync::mbarrier_wait);
     sanitize::acquire(sync(b, parity));
+    traced(b, shared_address(bar, "mbarrier"), "wait", b.m.phase(), parity);
     return true;
   }
   // Not yet: the caller polls again, so let the others run until the phase can have completed.

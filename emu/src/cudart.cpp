@@ -19,6 +19,7 @@
 #include "global_races.hpp"
 #include "profile.hpp"
 #include "registers.hpp"
+#include "trace.hpp"
 
 namespace {
 
@@ -71,7 +72,9 @@ cudaError_t launch(const void* kernel, dim3 grid, dim3 block, std::size_t smem, 
   g_kernel = kernel;
   profile::launch_begin(kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem);
   global_races::launch_begin(grid.x, grid.y, grid.z);
+  trace::launch_begin(kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z);
   g_failure = run_grid(c, body);
+  trace::launch_end();
   global_races::launch_end();
   profile::launch_end(g_failure.empty());
   g_kernel = nullptr;
@@ -182,6 +185,7 @@ cudaError_t cudaMalloc(void** p, std::size_t bytes) {
   g_allocations[q] = bytes;
   fsemu::profile::note_allocation(q, bytes);
   fsemu::global_races::note_allocation(q, bytes);
+  fsemu::trace::note_allocation(q, bytes);
   g_allocated += bytes;
   *p = q;
   return cudaSuccess;

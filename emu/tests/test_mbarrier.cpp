@@ -130,7 +130,7 @@ TEST_CASE("mbarrier: expect_tx and complete_tx in either order") {
   }
 }
 
-TEST_CASE("mbarrier: a ring of full/empty barriers runs like stage 07's") {
+TEST_CASE("mbarrier: a ring of full/empty barriers runs like the Hopper stages' (07c on)") {
   // Producer: wait empty[s] parity (n&1)^1, arrive.expect_tx full[s], data lands (complete_tx).
   // Consumers (2 threads here): wait full[s] parity n&1, arrive empty[s].
   constexpr int kStages = 2;

@@ -138,7 +138,7 @@ TEST_CASE("tma: element sizes of the data types") {
   }
 }
 
-TEST_CASE("tma: encode_tiled accepts stage 07's 3-D map and decode returns it") {
+TEST_CASE("tma: encode_tiled accepts the Hopper stages' 3-D map and decode returns it") {
   // [B*H = 3, rows = 100, D = 128] fp16, box (64 columns, 128 rows, 1 head), 128B swizzle.
   Buffer g(3 * 100 * 128 * 2);
   Args a;
@@ -451,7 +451,7 @@ TEST_CASE("tma: a 2-D box partly outside is zero-filled and still counts the ful
   }
 }
 
-TEST_CASE("tma: stage 07's 3-D load — rows past the end of a head are zero") {
+TEST_CASE("tma: the Hopper stages' 3-D load — rows past the end of a head are zero") {
   // Q of [B*H = 3, Sq = 100, D = 128] fp16; box (64, 128, 1) at column block 1, row 0, head 2.
   constexpr std::uint64_t kBH = 3, kRows = 100, kD = 128;
   Buffer g(kBH * kRows * kD * 2);

@@ -38,7 +38,7 @@ using SupportedHeadDims = HeadDims<64, 128>;
 /// That makes the WMMA accesses conflict-free, not the element-wise ones: in the softmax and the
 /// O rescale, lane pair (2r, 2r+1) walks row r, and rows r and r + 8 start in the same bank, so
 /// each of those reads and writes is a 2-way conflict (as are the epilogue's float4 reads).
-/// Stage 06 removes the round trips altogether; rotating rows 8..15's column order would only
+/// Stage 06b removes the round trips altogether; rotating rows 8..15's column order would only
 /// halve the cost of a step that should go.
 ///
 /// WMMA's alignment rule, as the asserts below check it, is the CUDA C++ Programming Guide's ("Warp

@@ -41,7 +41,7 @@
 // the device's opt-in limit (checked before launch; the launcher picks the D = 128 tile by it);
 // Q, K, V, O 16-byte aligned (checked at launch); B*H*Tr < 2^31 blocks. Not yet: the same warps
 // copy and compute in step at a block-wide barrier (stage 05); O and P still make a shared-memory
-// round trip per tile (stage 06). The reasoning and the verdicts:
+// round trip per tile (stage 06b). The reasoning and the verdicts:
 // book/chapters/stage_04_cp_async.md.
 // =================================================================================================
 #include <mma.h>

@@ -34,9 +34,9 @@
 // Limits: stage 04's — D = 64 and 128, fp16 and bf16, causal or not, any Sq, Skv >= 1; shared
 // memory within the device's opt-in limit (checked before launch); 16-byte aligned Q, K, V, O;
 // B*H*Tr < 2^31 blocks; sm_80 or newer (mbarrier, cp.async). Not yet: the prefetch distance is
-// stage 04's; the producer's registers cannot be given away before Hopper (stage 07); O and P
-// still make a shared-memory round trip per tile (stage 06); per-thread cp.async, not TMA
-// (stage 07). The reasoning and the verdicts: book/chapters/stage_05_warp_specialized.md.
+// stage 04's; the producer's registers cannot be given away before Hopper (stage 07c); O and P
+// still make a shared-memory round trip per tile (stage 06b); per-thread cp.async, not TMA
+// (stage 07b). The reasoning and the verdicts: book/chapters/stage_05_warp_specialized.md.
 // =================================================================================================
 #include <cuda_pipeline_primitives.h>  // __pipeline_memcpy_async: cp.async with zero fill
 #include <mma.h>

@@ -47,7 +47,7 @@
 // halve ldmatrix traffic but cannot also keep Q in registers at D = 128); the warps that copy also
 // compute, in lock step at one barrier per tile; rows are padded by 16 bytes and every tile pays
 // for the mask (stage 06c swizzles them instead, and tunes the tile loop); Hopper's wgmma and TMA
-// are stage 07's. The reasoning:
+// are stages 07a's and 07b's. The reasoning:
 // book/chapters/stage_06b_registers.md.
 // =================================================================================================
 #include <cuda/pipeline>

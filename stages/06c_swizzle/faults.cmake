@@ -16,7 +16,7 @@ flashsteps_fault(06c_wrong_swizzle STAGE 06c_swizzle
   EXPECT "heads: FAIL" TESTS "a non-default softmax scale")
 
 flashsteps_fault(06c_missing_barrier STAGE 06c_swizzle
-  BREAKS "the tile's only block-wide barrier is gone: other threads' copies are not known to have landed"
+  BREAKS "the tile's only block-wide barrier is gone: other threads' copies are not known to have landed. On hardware a silent race: a thread may read a chunk before the thread that copies it has waited for its copy, and gets what the stage held before (the last tile's keys, or nothing written yet), wrong only in some runs. The emulator fills shared memory with NaN before each block, so a read that comes first shows as NaN"
   FROM [=[    __syncthreads();
     prefetch(j + kStages - 1);]=]
   TO   [=[    // (planted fault: barrier (A) is gone)

@@ -55,7 +55,7 @@
 // causal or not, any Sq, Skv >= 1, sm_80+, Q, K, V, O 16-byte aligned, B*H*Tr < 2^31 blocks. Not
 // yet: 16 rows per warp means each K/V fragment feeds one warp's mma only (FA2's 32 rows per warp
 // halve ldmatrix traffic but cannot also keep Q in registers at D = 128); the warps that copy also
-// compute, in lock step at one barrier per tile; Hopper's wgmma and TMA are stage 07's. The
+// compute, in lock step at one barrier per tile; Hopper's wgmma and TMA are 07a's, 07b's. The
 // reasoning and the verdicts: book/chapters/stage_06c_swizzle.md.
 // =================================================================================================
 #include <cuda/pipeline>

@@ -83,7 +83,7 @@ struct RegistersTraits {
   /// shared memory would allow) spills, so both head dims run 2 blocks (8 warps) per SM.
   static constexpr int kMinBlocksPerSm = 2;
 
-  static_assert(D == 64 || D == 128, "stage 06 instantiates D = 64 and D = 128 only");
+  static_assert(D == 64 || D == 128, "stage 06c instantiates D = 64 and D = 128 only");
   static_assert(sizeof(__half) == kElem && sizeof(__nv_bfloat16) == kElem,
                 "fp16 and bf16 are both 2-byte types");
   static_assert(kWarpRows == 16, "each warp owns one m16 row strip of Q_i, S, P and O");

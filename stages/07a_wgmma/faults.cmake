@@ -4,7 +4,7 @@
 # to occur exactly once. emu/faults/faults.cmake reads every stage folder's faults.cmake.
 
 flashsteps_fault(07a_s_wait_group_count STAGE 07a_wgmma
-  BREAKS "wgmma.wait_group<1> after S = Q K^T leaves its only group in flight: the mask and softmax write accumulators the wgmma still owns"
+  BREAKS "wgmma.wait_group<1> after S = Q K^T leaves its only group in flight: the mask and softmax write accumulators the wgmma still owns. PTX leaves that undefined: on hardware S may be read before the tensor cores finish it and the masked values overwritten by it, a silent, run-to-run wrong result. The emulator tracks each register of an in-flight wgmma and stops at the first access"
   FROM [=[    // Synchronous: S_ij is complete before anything reads it (nothing overlaps the softmax).
     ptx::wgmma_wait_group<0>();]=]
   TO   [=[    // Synchronous: S_ij is complete before anything reads it (nothing overlaps the softmax).
@@ -12,7 +12,7 @@ flashsteps_fault(07a_s_wait_group_count STAGE 07a_wgmma
   EXPECT "writes register [0-9]+ of its accumulator fragment .* still in flight" TESTS "a non-default softmax scale")
 
 flashsteps_fault(07a_missing_fence_proxy_async STAGE 07a_wgmma
-  BREAKS "no fence.proxy.async between the cp.async copies (generic proxy) and the wgmmas that read them (async proxy)"
+  BREAKS "no fence.proxy.async between the cp.async copies (generic proxy) and the wgmmas that read them (async proxy): on hardware the wgmmas may read shared memory as it was before the copies, a silent race that can pass a test and fail the next run. The emulator records which bytes ordinary stores changed since the last fence and stops at the first such read"
   FROM [=[    cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
     __syncthreads();]=]
   TO   [=[    // (planted fault: fence.proxy.async is gone)
@@ -32,7 +32,7 @@ flashsteps_fault(07a_v_desc_lbo STAGE 07a_wgmma
   EXPECT "heads: FAIL" TESTS "every head dimension the stage supports*")
 
 flashsteps_fault(07a_pv_wait_dropped STAGE 07a_wgmma
-  BREAKS "no wgmma.wait_group after O += P V: the next tile's barrier no longer tells that the stage is free, and its prefetch overwrites V_j while the wgmma may still read it"
+  BREAKS "no wgmma.wait_group after O += P V: the next tile's barrier no longer tells that the stage is free, and its prefetch overwrites V_j while the wgmma may still read it. On hardware that is a silent race, wrong only when the copy overtakes the tensor cores. The emulator keeps every in-flight wgmma's operand bytes and stops at the copy that writes one"
   FROM [=[    // Synchronous again: O is complete, and P's registers and stage s are free, when this returns.
     ptx::wgmma_wait_group<0>();]=]
   TO   [=[    // Synchronous again: O is complete, and P's registers and stage s are free, when this returns.

@@ -15,37 +15,42 @@
 //  * wgmma is asynchronous: wgmma.fence before it uses accumulator or A registers that ordinary
 //    instructions touched (a register fence: shared memory is the proxy fence's, below),
 //    commit_group to close a batch, wait_group<0> before the results are read — waited at once,
-//    so nothing overlaps yet (07c).
+//    so nothing overlaps yet (07d).
 //  * cp.async writes shared memory through the generic proxy, wgmma reads it through the async
 //    proxy: fence.proxy.async between them (the tile's wait).
 //  * Hopper only: wgmma exists for sm_90a alone (launcher.cu refuses other devices).
+// Riders (changes the step makes that its lesson does not need; measured with it, not apart):
+//  * the ring has 3 stages at both head dims (06c: 2);
+//  * D = 128 takes Bc = 128 keys per tile (06c: 64): wgmma's n could stay 64. D = 64 keeps 128.
 //
 //! [prediction]
 // Which metric should move, and by how much (written before any GPU ran this stage; H100 SXM,
 // fp16, non-causal, S >= 2k, against the committed run's stage 06c (measured as 06_registers) and
-// stage 07 (FA3's design, measured as 07_hopper) at S = 2k: their rates are in their chapters'
-// generated tables, and the model ledger's inputs, book page model_ledger, read 07's from the run):
+// stage 07d (FA3's design, measured as 07_hopper) at S = 2k: their rates are in their chapters'
+// generated tables, and the model ledger's inputs, book page model_ledger, read 07d's from the
+// run):
 //  * SASS: HGMMA.64x128x16 (S; and P V at D = 128) and HGMMA.64x64x16 (P V at D = 64) replace
 //    HMMA.16816; LDSM disappears; LDGSTS stays (no UTMALDG, no SYNCS: no TMA, no mbarrier).
 //  * Shared memory through the LSU: the ldmatrix reads (4 warps x K_j and V_j per tile, 4x the
 //    ring's bytes) leave the LSU — wgmma reads its operands itself — and the cp.async writes stay:
 //    `l1tex__data_pipe_lsu_wavefronts_mem_shared.sum` per FLOP -75% to -85% against 06c.
 //  * Throughput. Model per tile and block: 4 * 64 * 128 * D FLOP on the tensor cores at the rate
-//    stage 07 reached at D = 128 (its measured rate per SM, read then as ~1,550 cycles for these
+//    stage 07d reached at D = 128 (its measured rate per SM, read then as ~1,550 cycles for these
 //    FLOP with the tensor pipe as its bound; the model ledger finds its softmax the bound), then
 //    the softmax of 64 x 128 scores (~800 cycles for one warpgroup), then ~200 cycles of waits and
 //    the barrier, all in sequence. D = 128, one block per SM: ~1,550 + 800 + 200 cycles per 4.2
-//    MFLOP -> ~1,650 FLOP/cycle/SM: 320-440 TFLOP/s, 1.1-1.5x stage 06c, 0.5-0.7x stage 07.
-//    D = 64, two blocks per SM, whose tiles interleave: bounded by the softmax rate stage 07 shows
+//    MFLOP -> ~1,650 FLOP/cycle/SM: 320-440 TFLOP/s, 1.1-1.5x stage 06c, 0.5-0.7x stage
+//    07d.
+//    D = 64, two blocks per SM, whose tiles interleave: bounded by the softmax rate stage 07d shows
 //    at D = 64 (its two warpgroups per SM are softmax-bound there): 290-380 TFLOP/s, 1.1-1.4x
-//    stage 06c, 0.7-0.9x stage 07. Causal: 10-25% fewer TFLOP/s (the diagonal tiles' mask).
+//    stage 06c, 0.7-0.9x stage 07d. Causal: 10-25% fewer TFLOP/s (the diagonal tiles' mask).
 //  * Registers: S 64 + P 32 + O D/2 per thread -> ptxas uses 170-240 of the 255 that
 //    __launch_bounds__(128, 1) allows, 0 spills.
 //! [prediction]
 //
 // Revised after the CPU emulator counted this stage (no GPU has run it; predictions.csv judges the
 // first range above): the H100's shared-wavefront count also includes wgmma's operand reads, one
-// per 128 bytes (stage 07's committed profile matches only with them, emu/README.md). Per 64 rows
+// per 128 bytes (stage 07d's committed profile matches only with them, emu/README.md). Per 64 rows
 // and 128 keys that is 1,152 D bytes against 06c's 2,560 D: -45% to -60% per FLOP, not -75% to
 // -85%. The emulator counts 0.46x at the profiled shape.
 //
@@ -53,8 +58,8 @@
 // or not; any Sq, Skv >= 1; Q, K, V, O 16-byte aligned; B*H*Tr < 2^31 blocks. Not yet: the waits
 // are synchronous (the tensor cores idle during the softmax, and the softmax waits for the
 // tensor cores), every thread copies (cp.async; stage 07b: one thread and TMA), K_j and V_j are
-// read by 64 query rows only (stage 07b: two consumer warpgroups share them). The reasoning:
-// book/chapters/stage_07a_wgmma.md.
+// read by 64 query rows only (stage 07c: two consumer warpgroups share them, beside a producer
+// warpgroup). The reasoning: book/chapters/stage_07a_wgmma.md.
 // =================================================================================================
 #include <cuda/pipeline>
 #include <cuda/ptx>

@@ -10,14 +10,14 @@ flashsteps_fault(07c_dropped_empty_arrive STAGE 07c_roles
   EXPECT "deadlock: every live thread.* 256 of 256 arrivals pending" TESTS "same inputs twice*")
 
 flashsteps_fault(07c_setmaxnreg_inc_beyond_pool STAGE 07c_roles
-  BREAKS "the consumers' setmaxnreg.inc asks for 248 registers: the block's pool (what the producer released) cannot give both warpgroups that many"
+  BREAKS "the consumers' setmaxnreg.inc asks for 248 registers: the block's pool (what the producer released) cannot give both warpgroups that many. On hardware setmaxnreg.inc blocks until the pool holds enough (PTX ISA), so the consumers wait forever: a hang, no error. The emulator keeps the pool and reports the hang with the counts"
   FROM [=[  ptx::setmaxnreg_inc<Tile::kConsumerRegs>();]=]
   TO   [=[  ptx::setmaxnreg_inc<248>();]=]
   EXPECT "deadlock: every live thread.*setmaxnreg.inc to 248 from 168 registers per thread .*needs 10240 registers from the block's pool, which holds 8192"
   TESTS "a non-default softmax scale")
 
 flashsteps_fault(07c_v_expect_tx_one_block STAGE 07c_roles
-  BREAKS "V's expect_tx counts one 64-column block of the two at D = 128: v_full completes with half of V_j in flight"
+  BREAKS "V's expect_tx counts one 64-column block of the two at D = 128: v_full completes with half of V_j in flight. On hardware no error: P V may read the second half before it lands (a silent race), and the late bytes count against the next phase. The emulator stops where the phase completes with a load outstanding"
   FROM [=[                                           cuda::ptx::space_shared, &v_full[s],
                                            static_cast<std::uint32_t>(Tile::kKVBytes));]=]
   TO   [=[                                           cuda::ptx::space_shared, &v_full[s],

@@ -14,6 +14,10 @@
 //    stage s, and the producer waits on that phase before refilling it.
 //  * Epilogue: O / l staged swizzled in the consumer's dead Q rows, written by a TMA store that
 //    drops rows >= Sq (07b: 16-byte ordinary stores).
+// Riders (changes the step makes that its lesson, the roles, does not need; measured with it, not
+// apart): the TMA store of the epilogue above (it belongs with 07b, the TMA step; moving it there
+// would change 07b's and 07c's kernels, so it is named here instead), and a ring of 4 stages at
+// D = 64 (07b: 3).
 // What stays for stage 07d: each consumer still waits for S_j before its softmax and for P_j V_j
 // before the next S; 07d issues tile j's S with tile j-1's P V and makes the consumers take turns.
 //

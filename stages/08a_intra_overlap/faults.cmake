@@ -17,7 +17,7 @@ flashsteps_fault(08a_missing_wgmma_fence STAGE 08a_intra_overlap
   EXPECT "wgmma.mma_async without a wgmma.fence" TESTS "a non-default softmax scale")
 
 flashsteps_fault(08a_wait_group_count STAGE 08a_intra_overlap
-  BREAKS "wgmma.wait_group leaves S_j in flight: the softmax reads accumulators not yet written"
+  BREAKS "wgmma.wait_group leaves S_j in flight: the softmax reads accumulators not yet written. PTX leaves that undefined: on hardware a silent race, wrong from run to run. The emulator tracks each register of an in-flight wgmma and stops at the first access"
   FROM [=[      ptx::wgmma_wait_group<kFirst ? 0 : 1>();]=]
   TO   [=[      ptx::wgmma_wait_group<kFirst ? 1 : 2>();]=]
   EXPECT "writes register [0-9]+ of its accumulator fragment .* still in flight" TESTS "a non-default softmax scale")
@@ -25,7 +25,7 @@ flashsteps_fault(08a_wait_group_count STAGE 08a_intra_overlap
 # Asynchronous lifetimes (issue 20): each passes on the emulator of 1d36caf, which ran a wgmma, a
 # TMA load and setmaxnreg as instants
 flashsteps_fault(08a_empty_arrive_before_pv_wait STAGE 08a_intra_overlap
-  BREAKS "consumers release stage j-1 before the wgmma.wait_group that covers P_{j-1} V_{j-1}: the producer's TMA overwrites V while the wgmma may still read it"
+  BREAKS "consumers release stage j-1 before the wgmma.wait_group that covers P_{j-1} V_{j-1}: the producer's TMA overwrites V while the wgmma may still read it. On hardware a silent race, wrong only when the copy overtakes the tensor cores. The emulator keeps every in-flight wgmma's operand bytes and stops at the copy that writes one"
   FROM [=[      ptx::wgmma_wait_group<0>();
       ptx::wgmma_fence_operand(o_acc);
       ptx::wgmma_fence_operand(p_frag);
@@ -42,7 +42,7 @@ flashsteps_fault(08a_empty_arrive_before_pv_wait STAGE 08a_intra_overlap
   TESTS "same inputs twice*")
 
 flashsteps_fault(08a_s_reset_in_flight STAGE 08a_intra_overlap
-  BREAKS "S is reset to -inf right after its wgmmas are issued: the reset writes accumulators the wgmma is still writing"
+  BREAKS "S is reset to -inf right after its wgmmas are issued: the reset writes accumulators the wgmma is still writing. PTX leaves that undefined: on hardware a silent race between the two writes. The emulator stops at the first access to an in-flight accumulator"
   FROM [=[        ptx::wgmma_m64n128k16_ss<T>(s_acc, q_desc(kk), k_desc(s, kk), kk > 0 ? 1 : 0);
       ptx::wgmma_commit_group();]=]
   TO   [=[        ptx::wgmma_m64n128k16_ss<T>(s_acc, q_desc(kk), k_desc(s, kk), kk > 0 ? 1 : 0);
@@ -53,7 +53,7 @@ flashsteps_fault(08a_s_reset_in_flight STAGE 08a_intra_overlap
 # The lesson's own: the order of the tile body, which the SASS test (sass.overlap.*) checks in
 # the compiled code, and which these break in the source.
 flashsteps_fault(08a_stage_release_after_s_wait STAGE 08a_intra_overlap
-  BREAKS "stage j-1 is released after the wait for S_j (FlashAttention-3's point for K alone), but the stage also holds V_{j-1}, which P_{j-1} V_{j-1} may still read"
+  BREAKS "stage j-1 is released after the wait for S_j (FlashAttention-3's point for K alone), but the stage also holds V_{j-1}, which P_{j-1} V_{j-1} may still read. On hardware a silent race, wrong only when the producer's copy overtakes the tensor cores. The emulator keeps every in-flight wgmma's operand bytes and stops at the copy that writes one"
   FROM [=[      ptx::wgmma_wait_group<kFirst ? 0 : 1>();
       ptx::wgmma_fence_operand(s_acc);]=]
   TO   [=[      ptx::wgmma_wait_group<kFirst ? 0 : 1>(); if constexpr (!kFirst) cuda::ptx::mbarrier_arrive(&empty[sp]);
@@ -62,7 +62,7 @@ flashsteps_fault(08a_stage_release_after_s_wait STAGE 08a_intra_overlap
   TESTS "same inputs twice*")
 
 flashsteps_fault(08a_pv_wait_count STAGE 08a_intra_overlap
-  BREAKS "the wait after the softmax leaves P_{j-1} V_{j-1} in flight (wait_group 1): packing P_j overwrites the A registers that product still reads"
+  BREAKS "the wait after the softmax leaves P_{j-1} V_{j-1} in flight (wait_group 1): packing P_j overwrites the A registers that product still reads. PTX leaves that undefined: on hardware a silent race. The emulator stops at the first write to an in-flight operand register"
   FROM [=[      ptx::wgmma_wait_group<0>();
       ptx::wgmma_fence_operand(o_acc);
       ptx::wgmma_fence_operand(p_frag);
@@ -75,7 +75,7 @@ flashsteps_fault(08a_pv_wait_count STAGE 08a_intra_overlap
   TESTS "a non-default softmax scale")
 
 flashsteps_fault(08a_rescale_after_issue STAGE 08a_intra_overlap
-  BREAKS "O is rescaled after P_{j-1} V_{j-1} is issued, not before: the multiply writes O while the wgmma accumulates into it"
+  BREAKS "O is rescaled after P_{j-1} V_{j-1} is issued, not before: the multiply writes O while the wgmma accumulates into it. PTX leaves that undefined: on hardware a silent race, wrong from run to run. The emulator stops at the first access to an in-flight accumulator"
   FROM [=[        rescale_o();  // O = alpha_{j-1} O: the previous tile's factor, before P_{j-1} V_{j-1} adds
         // P and O are loop-carried: ptxas may have moved them between registers since the fence
         // above (it injects a fence of its own if not, C7519). A fence does not wait for S_j.

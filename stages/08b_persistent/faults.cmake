@@ -29,7 +29,7 @@ flashsteps_fault(08b_no_q_empty_wait STAGE 08b_persistent
   EXPECT "mbarrier.arrive.expect_tx: 1 arrival\\(s\\) in phase 0, which has only 0 of 1 pending" TESTS "a grid that fills the GPU*")
 
 flashsteps_fault(08b_q_released_before_store_read STAGE 08b_persistent
-  BREAKS "each consumer releases the Q region (q_empty) before its O is staged and its TMA store has read it: the next item's Q load overwrites O in shared memory (O non-finite while every LSE row is right: the item ran, its output was lost)"
+  BREAKS "each consumer releases the Q region (q_empty) before its O is staged and its TMA store has read it: the next item's Q load overwrites O in shared memory. On hardware a silent race, wrong only when the load overtakes the store. On the emulator O comes out non-finite while every LSE row is right (the item ran, its output was lost)"
   FROM [=[      cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
       ptx::named_barrier_sync(kBarStore + cw, Tile::kWarpgroupThreads);
       // (64, 64) boxes at (col, row, head); rows >= Sq lie outside the tensor and are not written.

@@ -146,7 +146,11 @@ struct HopperTraits {
                 "blocks");
   static_assert(Bc == 128, "S = Q K^T is one m64n128k16 wgmma per k16 step (ptx.cuh has n128)");
   static_assert(D == 64 || D == 128, "O += P V is m64n64k16 or m64n128k16 (ptx.cuh has both)");
-  static_assert(Bc <= 256 && Br / kConsumers <= 256, "a TMA box has at most 256 rows");
+  // The producer copies Q_i as one (Br, 64) box per column block (kernels.cu, [tma]): the box
+  // has Br rows, not a consumer's 64.
+  static_assert(Bc <= 256 && Br <= 256,
+                "a TMA box has at most 256 rows: K_j and V_j are (Bc, 64) "
+                "boxes, Q_i is one (Br, 64) box per column block");
   static_assert(kQBlockBytes % kAtomBytes == 0 && kKVBlockBytes % kAtomBytes == 0 &&
                     (std::size_t{kConsumerRows} * kSwizzleBytes) % kAtomBytes == 0,
                 "every column block and every consumer's 64 rows of Q start on a 1024-byte "

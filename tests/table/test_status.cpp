@@ -155,3 +155,81 @@ TEST_CASE("status: a sanitizer log is carried from an older run only with PTX-id
   dir.write("gpu/2000-01-01_old/provenance.json", "{\"gpu_compute_capability\": \"8.9\"}");
   CHECK_FALSE(carried_sanitizer_result(run, "03_online_softmax"));
 }
+
+TEST_CASE(
+    "the reading map: each stage's part, GPU, state on the run and faults, and the parts' roots",
+    "[status][book]") {
+  // A tree of its own: a root measured by the fixture run, a child in another part that needs
+  // sm_90a (also measured there), and a backward root no run has timed.
+  const StageList tree = parse_stage_list(R"({"stages": [
+    {"name": "02_wmma", "parent": null, "dir": "stages/02_wmma", "number": "02", "title": "A",
+     "anchor": "stage02", "faults": ["f1", "f2"], "ancestors": []},
+    {"name": "03_online_softmax", "parent": "02_wmma", "dir": "stages/03_online_softmax",
+     "number": "03", "title": "B", "anchor": "stage03", "archs": ["90a"], "faults": ["f3"],
+     "part": "extra", "ancestors": ["02_wmma"]},
+    {"name": "09a_bwd", "parent": null, "dir": "stages/09a_bwd", "number": "09a", "title": "C",
+     "anchor": "stage09a", "kind": "backward", "part": "bwd", "ancestors": []}],
+    "baselines": []})",
+                                          "test");
+  TempDir chapters;
+  chapters.write("part_2.md", "# Part II: the stages {#part2}\n");
+  chapters.write("part_extra.md", "# Part III: more {#part_extra}\n");  // no part_bwd.md
+  const RunData run = load_run(kFixtures / "run_full", tree);
+  const std::string md = book_reading_map(run, chapters.path);
+  INFO(md);
+  // The fixture run has no PTX hashes: its stages are measured, their kernels not compared.
+  CHECK_THAT(md,
+             ContainsSubstring("| \\ref part2 \"Part II\" | \\ref stage02 \"02\" A | — | sm_80+ | "
+                               "measured; kernels not compared | suite, 2 faults |\n"));
+  CHECK_THAT(md,
+             ContainsSubstring("| \\ref part_extra \"Part III\" | \\ref stage03 \"03\" B | 02 | "
+                               "**sm_90a** | measured; kernels not compared | suite, 1 fault |\n"));
+  CHECK_THAT(md,
+             ContainsSubstring("| \\ref part_bwd \"bwd\" | \\ref stage09a \"09a\" C | — | sm_80+ | "
+                               "predicted only | suite, 0 faults |\n"));
+  CHECK_THAT(md, ContainsSubstring("): 2 measured, their kernels not compared with this build's, 1 "
+                                   "predicted only. 1 needs sm_90a"));
+  CHECK_THAT(md, ContainsSubstring("- \\ref part2 \"Part II\" (02) starts a line of the tree: 02 "
+                                   "builds on no stage (the forward line).\n"));
+  CHECK_THAT(
+      md, ContainsSubstring("- \\ref part_extra \"Part III\" (03) starts from 02, in Part II.\n"));
+  CHECK_THAT(md, ContainsSubstring("- \\ref part_bwd \"bwd\" (09a) starts a line of the tree: 09a "
+                                   "builds on no stage (the backward line).\n"));
+  // Without a run every stage is predicted only.
+  const std::string none =
+      book_reading_map(load_run(kFixtures / "no_such_run", tree), chapters.path);
+  CHECK_THAT(none, ContainsSubstring("(none yet): 3 predicted only. 1 needs sm_90a"));
+
+  // With PTX hashes on both sides: 02's kernel is the one the run measured, 03's has changed.
+  namespace fs = std::filesystem;
+  TempDir runs;
+  fs::create_directories(runs.path / "r");
+  fs::copy(kFixtures / "run_full", runs.path / "r", fs::copy_options::recursive);
+  const std::string header = "# nvcc\trelease 13.0, V13.0.88\tsm_90a\n";
+  const std::string k02 = "stages/02_wmma/kernels.cu\t_Za\th1\ta<half>\n";
+  const std::string k03 = "stages/03_online_softmax/kernels.cu\t_Zb\t";
+  runs.write("r/" + std::string(kPtxManifest), header + k02 + k03 + "h2\tb<half>\n");
+  runs.write("ptx/02_wmma.tsv", header + k02);
+  runs.write("ptx/03_online_softmax.tsv", header + k03 + "h3\tb<half>\n");
+  RunData hashed = load_run(runs.path / "r", tree);
+  hashed.ptx_dir = runs.path / "ptx";
+  const std::string md2 = book_reading_map(hashed, chapters.path);
+  INFO(md2);
+  CHECK_THAT(md2, ContainsSubstring("| sm_80+ | **measured** | suite, 2 faults |\n"));
+  CHECK_THAT(md2, ContainsSubstring("| measured; 1 kernel changed since | suite, 1 fault |\n"));
+  CHECK_THAT(md2, ContainsSubstring("): 1 measured with the very kernels they have now, 1 measured "
+                                    "with kernels changed since, 1 predicted only."));
+}
+
+TEST_CASE("the reading map counts a stage's planted faults from the build's tree",
+          "[status][book]") {
+  // The build's stages.json against the stage's own faults.cmake, read here.
+  for (const StageList::Stage& s : build_stages().stages) {
+    std::ifstream in(std::filesystem::path(FS_TABLE_BENCH_DIR) / ".." / s.dir / "faults.cmake");
+    std::size_t n = 0;  // the calls: lines that start with it (the header's comment names it too)
+    for (std::string line; std::getline(in, line);)
+      n += line.starts_with("flashsteps_fault(") ? 1 : 0;
+    INFO(s.name);
+    CHECK(s.faults == n);
+  }
+}

@@ -608,9 +608,9 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
   CHECK_THAT(r.missing_reason, ContainsSubstring("does not exist"));
   const auto& written = r.written;
   std::vector<std::string> expected = {
-      "table_all.md",    "provenance.md",           "emu_compare.md",    "plot_stages.dat",
-      "plot_stages.svg", "plot_seqlen.dat",         "plot_seqlen.svg",   "stage_table.md",
-      "stage_pages.md",  "stage_pages_backward.md", "contents_stages.md"};
+      "table_all.md",    "provenance.md",           "emu_compare.md",     "plot_stages.dat",
+      "plot_stages.svg", "plot_seqlen.dat",         "plot_seqlen.svg",    "stage_table.md",
+      "stage_pages.md",  "stage_pages_backward.md", "contents_stages.md", "reading_map.md"};
   for (const std::string& s : build_stages().names()) {
     for (const char* kind :
          {"table_", "ncu_", "ncu_diff_", "verdict_", "emu_", "step_", "status_"}) {
@@ -651,6 +651,15 @@ TEST_CASE("the book gets every fragment, as placeholders, without a run", "[book
       for (const StageList::Stage& s : build_stages().stages) {
         INFO(s.name);
         CHECK_THAT(text, ContainsSubstring("- \\ref " + s.anchor + "\n"));
+      }
+    } else if (f ==
+               "reading_map.md") {  // a row per stage of the tree; without a run, none measured
+      const std::string text = read(out.path / f);
+      CHECK_THAT(text, ContainsSubstring(std::to_string(build_stages().stages.size()) +
+                                         " predicted only"));
+      for (const StageList::Stage& s : build_stages().stages) {
+        INFO(s.name);
+        CHECK_THAT(text, ContainsSubstring("| \\ref " + s.anchor + " \"" + s.number + "\" "));
       }
     } else if (f.starts_with("stage_pages_")) {  // another part's: its own numbering from 1
       CHECK_THAT(read(out.path / f), StartsWith("1. \\subpage stage"));

@@ -526,6 +526,7 @@ BookResult write_book(const fs::path& run_dir, const fs::path& out_dir, const St
   w.write("stage_table.md", book_stage_table(run));
   w.write("stage_pages.md", book_stage_pages(run.stages, ""));
   w.write("contents_stages.md", book_contents(run.stages));  // the front page's contents
+  w.write("reading_map.md", book_reading_map(run, source_dir() / "book" / "chapters"));
   std::vector<std::string> parts;
   for (const StageList::Stage& s : run.stages.stages) {
     if (s.part.empty() || std::find(parts.begin(), parts.end(), s.part) != parts.end()) continue;

@@ -144,7 +144,8 @@ StageList parse_stage_list(const std::string& json, const std::string& origin) {
            e.value("teaches", std::string()), e.value("anchor", std::string()),
            e.value("kind", std::string("forward")) == "backward" ? StageKind::backward
                                                                  : StageKind::forward,
-           e.value("part", std::string())});
+           e.value("part", std::string()), e.value("archs", std::vector<std::string>()),
+           e.value("faults", std::vector<std::string>()).size()});
     }
     for (const auto& e : j.value("baselines", nlohmann::json::array())) {
       list.baselines.push_back(e.at("name").get<std::string>());

@@ -34,7 +34,7 @@
 namespace flashsteps {
 
 /// The signature of a fused kernel that reads Q, K, V and writes O and LSE through plain pointers
-/// (stages 03 to 06; stage 07 passes tensor maps instead).
+/// (stages 03 to 06c; the Hopper stages pass tensor maps instead).
 template <class T, class Shape>
 using FusedKernel = void (*)(const T*, const T*, const T*, T*, float*, Shape);
 

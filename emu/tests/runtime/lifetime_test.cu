@@ -255,7 +255,7 @@ TEST_CASE("lifetime: an mbarrier phase completes when its bytes are met, not at 
 
 // ---- 3. setmaxnreg against the launch's count and the block's pool
 // ------------------------------- 384 threads: warpgroup 0 decreases to kDec, warpgroups 1 and 2
-// increase to kInc (stage 07's shape: launched with 168 = 65,536 / 384 rounded down to 8).
+// increase to kInc (07c's and 07d's shape: launched with 168 = 65,536 / 384 rounded down to 8).
 template <int kDec, int kInc>
 __global__ void setmaxnreg_kernel(int* out) {
   if (threadIdx.x < 128) {

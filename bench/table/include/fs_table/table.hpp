@@ -160,6 +160,9 @@ struct StageList {
     std::string anchor;   ///< its chapter's page anchor (stage06c), empty without a chapter
     StageKind kind = StageKind::forward;  ///< the manifest's KIND
     std::string part;  ///< the manifest's PART: the book part of its chapter; empty: Part II
+    /// The manifest's ARCHS (CUDA architectures, "90a"); empty: any the build targets (sm_80+).
+    std::vector<std::string> archs = {};
+    std::size_t faults = 0;  ///< how many planted faults its faults.cmake declares
   };
   struct Baseline {
     std::string name;
@@ -649,6 +652,13 @@ std::string book_stage_pages(const StageList& stages, const std::string& part);
 /// The front page's contents of the stage parts: Part II, then each PART in the order its first
 /// stage comes in the tree, each a bold link to the part and a list of links to its chapters.
 std::string book_contents(const StageList& stages);
+/// The front page's reading map (reading_map.md): one row per stage, in the tree's order, with its
+/// book part, the stage it builds on, the GPU it needs (the manifest's ARCHS), its state on the
+/// run (kernel_identity: measured with its kernels PTX-identical, measured with kernels changed
+/// since, or predicted only) and what the CPU emulator checks of it (its suite and planted
+/// faults); then which part starts from which. `chapters` (book/chapters) gives the parts' short
+/// names ("Part III") from the headings of part_<part>.md (part_2.md for Part II).
+std::string book_reading_map(const RunData& run, const std::filesystem::path& chapters);
 
 // ---- emulated counts ----------------------------------------------------------------------------
 // The emulator's counts at a profile's shape (emu_<stage>.csv, written by bench/emu-profile.sh in

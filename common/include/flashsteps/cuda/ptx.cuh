@@ -124,8 +124,8 @@ __device__ __forceinline__ float ex2_approx_ftz(float x) {
 //! [ptx]
 
 // =================================================================================================
-// Hopper (sm_90a) — stage 07. CCCL's cuda::ptx covers TMA (cp.async.bulk.tensor), the mbarrier
-// expect_tx / try_wait.parity forms and the proxy fences, and stage 07 calls those directly. The
+// Hopper (sm_90a) — stages 07a-08c. CCCL's cuda::ptx covers TMA (cp.async.bulk.tensor), the
+// mbarrier expect_tx / try_wait.parity forms and the proxy fences, which they call directly. The
 // CCCL of CUDA 13.0 has no wrapper for wgmma.*, for setmaxnreg (later CCCLs have one) nor for a
 // named barrier with a thread count: those are below. Section numbers as in the PTX ISA 8.5 manual
 // (9.7.15 is "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions").
@@ -145,7 +145,7 @@ __device__ __forceinline__ float ex2_approx_ftz(float x) {
 //   d[4i + 0], d[4i + 1] = D[16w + g][8i + 2t], D[16w + g][8i + 2t + 1]
 //   d[4i + 2], d[4i + 3] = D[16w + g + 8][8i + 2t], D[16w + g + 8][8i + 2t + 1]
 // and a register A operand (k16) is, per warp, the mma.m16n8k16 A fragment (a0..a3) of its 16
-// rows. That is why stage 06's "the S accumulator is the P·V A operand" trick carries over as is.
+// rows. That is why 06b's "the S accumulator is the P·V A operand" trick carries over as is.
 // =================================================================================================
 
 //! [ptx_hopper]
