@@ -75,6 +75,65 @@ else()
        "was given.)*\n")
 endif()
 
+# The model ledger (book/chapters/model_ledger.md): bench/model-ledger.py counts each Hopper
+# stage's tile body in the build's sm_90a cubins (PTX_DIR/<stage>.cubin, made in an emulated
+# build) and reads the measured inputs from the run; it writes placeholders where either is
+# missing.
+set(ledger_fragments model_ledger_block.md model_ledger_stall.md model_ledger_tile.md
+    model_ledger_inputs.md model_ledger_measured.md model_ledger_steps.md
+    model_ledger_summary.md model_ledger_gains.md)
+if(PYTHON AND DEFINED PTX_DIR)
+  execute_process(COMMAND "${PYTHON}" "${CMAKE_CURRENT_LIST_DIR}/../bench/model-ledger.py"
+                          --run "${run_dir}" --stage-list "${STAGE_LIST}" --cubins "${PTX_DIR}"
+                          --out "${GEN_DIR}"
+                  RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "book: bench/model-ledger.py failed (${rc})")
+  endif()
+  # The same names as the script's LEDGER_FRAGMENTS: what it wrote, no more, no less.
+  file(GLOB written RELATIVE "${GEN_DIR}" "${GEN_DIR}/model_ledger_*.md")
+  list(SORT written)
+  set(listed ${ledger_fragments})
+  list(SORT listed)
+  if(NOT written STREQUAL listed)
+    message(FATAL_ERROR "book: bench/model-ledger.py wrote '${written}', generate.cmake lists "
+                        "'${listed}': make the two lists the same")
+  endif()
+else()
+  foreach(f IN LISTS ledger_fragments)
+    file(WRITE "${GEN_DIR}/${f}" "*(No model ledger: no Python or no PTX folder was given.)*\n")
+  endforeach()
+endif()
+
+# Stage 08b's static and dynamic walks, simulated from its scheduler.cuh (bench/schedule-sim.cpp)
+# on the run's SM count, and their Gantt chart (bench/plots/schedule_gantt.gp).
+set(sms "")
+if(EXISTS "${run_dir}/provenance.json")
+  file(READ "${run_dir}/provenance.json" prov)
+  string(JSON sms ERROR_VARIABLE err GET "${prov}" gpu_sm_count)
+endif()
+set(plots "${CMAKE_CURRENT_LIST_DIR}/../bench/plots")
+if(SCHEDULE_SIM AND sms MATCHES "^[0-9]+$")
+  execute_process(COMMAND "${SCHEDULE_SIM}" --grid "${sms}" --out "${GEN_DIR}" RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "book: ${SCHEDULE_SIM} --grid ${sms} --out ${GEN_DIR} failed (${rc})")
+  endif()
+  execute_process(COMMAND gnuplot -e "datafile='${GEN_DIR}/schedule_gantt.dat'; \
+outfile='${GEN_DIR}/schedule_gantt.svg'" "${plots}/schedule_gantt.gp" RESULT_VARIABLE rc)
+else()
+  foreach(f schedule_08b.md schedule_08b_range.md)
+    file(WRITE "${GEN_DIR}/${f}" "*(No simulation of stage 08b's walks: no committed run names "
+                                 "the SM count, or fs_schedule_sim was not given.)*\n")
+  endforeach()
+  execute_process(COMMAND gnuplot -e "outfile='${GEN_DIR}/schedule_gantt.svg'; \
+message='No simulation of the schedules.'; \
+detail='The committed run names the SM count the simulation needs.'"
+                          "${plots}/placeholder.gp" RESULT_VARIABLE rc)
+endif()
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "book: gnuplot failed on ${GEN_DIR}/schedule_gantt.svg (${rc})")
+endif()
+
 # The pictures of the Hopper and backward chapters (book/pictures.py, which names them: --list):
 # drawn from the emulated kernels' event trace, the build's sm_90a cubins and the planted faults.
 # BUILD_DIR (the build folder: its emulated runners and cubins) is given by the book target;
@@ -132,7 +191,7 @@ set(stages ${list_STAGES})
 
 # The contract the chapters rely on: every fragment they \include{doc} and every image they show.
 set(expected table_all.md provenance.md emu_compare.md sass_trips.md plot_stages.svg plot_seqlen.svg
-             ${pictures})
+    ${ledger_fragments} schedule_08b.md schedule_08b_range.md schedule_gantt.svg ${pictures})
 foreach(stage IN LISTS stages)
   list(APPEND expected "table_${stage}.md" "ncu_${stage}.md" "ncu_diff_${stage}.md"
                        "verdict_${stage}.md" "run_${stage}.md" "emu_${stage}.md"

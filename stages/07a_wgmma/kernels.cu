@@ -25,16 +25,18 @@
 //
 //! [prediction]
 // Which metric should move, and by how much (written before any GPU ran this stage; H100 SXM,
-// the committed run book/data/h100-80gb-hbm3/2026-11-22_59ee13adc096, fp16, non-causal, S >= 2k:
-// stage 06c (measured as 06_registers) 268 TFLOP/s at D = 64 and 291 at D = 128 (S = 2k); stage
-// 07d (FA3's design, measured as 07_hopper) 414 and 628):
+// fp16, non-causal, S >= 2k, against the committed run's stage 06c (measured as 06_registers) and
+// stage 07d (FA3's design, measured as 07_hopper) at S = 2k: their rates are in their chapters'
+// generated tables, and the model ledger's inputs, book page model_ledger, read 07d's from the
+// run):
 //  * SASS: HGMMA.64x128x16 (S; and P V at D = 128) and HGMMA.64x64x16 (P V at D = 64) replace
 //    HMMA.16816; LDSM disappears; LDGSTS stays (no UTMALDG, no SYNCS: no TMA, no mbarrier).
 //  * Shared memory through the LSU: the ldmatrix reads (4 warps x K_j and V_j per tile, 4x the
 //    ring's bytes) leave the LSU — wgmma reads its operands itself — and the cp.async writes stay:
 //    `l1tex__data_pipe_lsu_wavefronts_mem_shared.sum` per FLOP -75% to -85% against 06c.
 //  * Throughput. Model per tile and block: 4 * 64 * 128 * D FLOP on the tensor cores at the rate
-//    stage 07d reached at D = 128 (~2,700 FLOP/cycle/SM, where its tensor pipe is the bound), then
+//    stage 07d reached at D = 128 (its measured rate per SM, read then as ~1,550 cycles for these
+//    FLOP with the tensor pipe as its bound; the model ledger finds its softmax the bound), then
 //    the softmax of 64 x 128 scores (~800 cycles for one warpgroup), then ~200 cycles of waits and
 //    the barrier, all in sequence. D = 128, one block per SM: ~1,550 + 800 + 200 cycles per 4.2
 //    MFLOP -> ~1,650 FLOP/cycle/SM: 320-440 TFLOP/s, 1.1-1.5x stage 06c, 0.5-0.7x stage

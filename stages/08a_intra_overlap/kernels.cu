@@ -21,18 +21,26 @@
 //! [prediction]
 // Which metric should move, and by how much (written before any GPU ran this stage; H100 SXM,
 // fp16, non-causal; against stage 07d on the same run):
-//  * The model (per consumer warpgroup and tile of Bc = 128 keys, 64 rows): the two products take
-//    64 x 128 x 2D MACs, at ~2,048 MAC per clock per SM: 1,024 clocks at D = 128, 512 at D = 64,
-//    S and P V half each; the softmax's 66 MUFU.EX2 per thread (16 lanes per clock per SM, 4 per
-//    SM sub-partition) take >= 528 clocks per warp, ~700 with the FFMA / FMNMX / FADD / F2FP
-//    around them. The ping-pong gives a consumer's softmax the other consumer's products (1,024
-//    clocks at D = 128, 512 at D = 64) to hide under. Without the overlap (07d) a consumer's turn
-//    is S + P V + softmax: 1,024 + 700 < 2,048 at D = 128 (already hidden), 512 + 700 = 1,212 >
-//    1,024 at D = 64 (the tensor cores idle ~15%). With it, S + softmax: 256 + 700 < 1,024.
-//  * D = 64, S >= 2k: 1.05-1.20x faster than 07d (the model's 1,212 / 1,024 = 1.18 is the top).
-//  * D = 128, S >= 2k: 1.00-1.10x. The model says nothing is left to win; FlashAttention-3's
-//    ablation measures 582 -> 661 TFLOP/s (+13.6%) for its intra-warpgroup pipelining at D = 128,
-//    non-causal ([FA3], Section 4.2, Table 2), so the model is not the whole story.
+//  * The model (per consumer warpgroup and tile of Bc = 128 keys, 64 rows; written out once in
+//    the model ledger, book page model_ledger, which bench/model-ledger.py generates from the SASS
+//    and the committed run): the two products take 64 x 128 x 2D MACs, at ~2,048 MAC per clock
+//    per SM: G = 1,024 clocks at D = 128, 512 at D = 64, S and P V half each. The softmax's 66
+//    MUFU.EX2 per thread (16 lanes per clock per SM, 4 per SM sub-partition) take >= 528 clocks
+//    per warp; this header first added ~170 for the FFMA / FMNMX / FADD / F2FP around them, ~700
+//    in all. Without the overlap (07d) a consumer's turn is S + P V + softmax, a round
+//    max(2G, G + T_s); with it, S + softmax, max(2G, G/2 + T_s). With T_s ~ 700: 1,024 + 700 <
+//    2,048 at D = 128 (already hidden), 512 + 700 = 1,212 > 1,024 at D = 64 (the tensor cores idle
+//    ~15%), 256 + 700 < 1,024 with the overlap: 1.18x at D = 64, nothing at D = 128. The ledger
+//    has two ends for T_s instead: T_issue, counted from the tile body's SASS (the rest issues
+//    beside the MUFU's work, so T_issue is the larger, not the sum: less than 700, and a smaller
+//    gain at D = 64), and T_eff, the softmax time 07d's measured rates need, longer than G at both
+//    head dims (latency-bound: one warp per sub-partition, dependent steps), where the overlap
+//    gains at D = 128 too. Its steps table gives the gain at both ends; the ranges below were
+//    written before it, from T_s ~ 700, and stand as the prediction.
+//  * D = 64, S >= 2k: 1.05-1.20x faster than 07d (from T_s ~ 700: 1,212 / 1,024 = 1.18).
+//  * D = 128, S >= 2k: 1.00-1.10x. From T_s ~ 700 nothing is left to win; at T_eff the ledger
+//    gives more; FlashAttention-3's ablation measures 582 -> 661 TFLOP/s (+13.6%) for its
+//    intra-warpgroup pipelining at D = 128, non-causal ([FA3], Section 4.2, Table 2).
 //  * Causal, S >= 2k: the same ranges (the loop is the same; masked tiles are few).
 //  * Short S (512): 1.00-1.05x at both head dims: a block visits 4 tiles, the fixed per-block
 //    prologue and epilogue dominate (07d's profile) and this step does not touch them.

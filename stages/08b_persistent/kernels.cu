@@ -26,30 +26,35 @@
 // SXM, fp16, the bench's shapes: B*S = 16k, H*D = 2048; against 08a on the same run). The model:
 // no run has measured 08a, whose step changes the steady-state tile body and not the per-block
 // prologue and epilogue (08a's header: 1.00-1.05x over 07d at S = 512), so the fixed cost per
-// block is 07d's. 07d's committed run (book/data, as 07_hopper) spends 163.6 us on D = 128,
-// S = 512, non-causal: 2048 blocks in 15.5 waves of 132, 10.5 us a wave, where the block's 33.5
-// MFLOP at 07d's own 16k rate (647 TFLOP/s, 4.9 per SM) take 6.8 us: ~3.7 us per block go to the
-// launch, the barrier init, the first Q, K, V loads with nothing to overlap them, the fill and
-// drain of the consumers' pipeline and the epilogue. A persistent block hides the loads of item
-// k+1 under item k's end (the K, V ring runs on; Q waits for the store's read, so its latency,
-// ~1 us, stays exposed) and pays the launch once: 15-40% of those 3.7 us. If 08a shortens the
-// block's compute (up to 5% at S = 512, 08a's range), the same microseconds are a slightly larger
-// share of 08a's block, under a point of speedup: the ranges first written against 07d stand. Under
-// a causal mask a block's work is i+1 key tiles; 08a's launch order (07d's) leaves the hardware's
-// block scheduler to balance them (a head's last query block first), the LPT order with a dynamic
-// counter keeps the last items short. Issue 33 quotes FA3's and others' scheduler measurements at
-// +8-16% causal at S <= 2k and about nothing at 16k, and a static LPT order a few percent behind
-// a dynamic one at 4k-16k; FA3's scheduler (DynamicPersistentTileScheduler,
-// hopper/tile_scheduler.hpp in Dao-AILab/flash-attention) takes the same shape as ours: LPT order
-// in L2-sized sections of heads, first item blockIdx.x, then gridDim.x + atomicAdd.
+// block is 07d's. The model ledger (book page model_ledger, generated from the committed run by
+// bench/model-ledger.py: its table of the fixed cost of a block) reads it from 07d's run (as
+// 07_hopper) at D = 128, S = 512, non-causal: 2048 blocks in 15.5 waves of 132; a wave's time
+// less a block's 33.5 MFLOP at 07d's own 16k rate is the fixed cost per block, which goes to the
+// launch, the barrier init, the first Q, K, V loads with nothing to
+// overlap them, the fill and drain of the consumers' pipeline and the epilogue. A persistent
+// block hides the loads of item k+1 under item k's end (the K, V ring runs on; Q waits for the
+// store's read, so that latency stays exposed) and pays the launch once: 15-40% of that fixed
+// cost. If 08a shortens the block's compute (up to 5% at S = 512, 08a's range), the same
+// microseconds are a slightly larger share of 08a's block, under a point of speedup: the ranges
+// first written against 07d stand. Under a causal mask a block's work is i+1 key tiles; 08a's
+// launch order (07d's) leaves the hardware's block scheduler to balance them (a head's last query
+// block first), the LPT order with a dynamic counter keeps the last items short. FA3's scheduler
+// (DynamicPersistentTileScheduler, hopper/tile_scheduler.hpp in Dao-AILab/flash-attention) takes
+// the same shape as ours: LPT order in L2-sized sections of heads, first item blockIdx.x, then
+// gridDim.x + atomicAdd.
 //  * Speedup over 08a (same run), D = 128: non-causal 1.03-1.12x at S = 512, 1.00-1.06x at 2k,
 //    0.98-1.03x at 16k; causal 1.08-1.20x at S = 512, 1.05-1.15x at 2k, 0.98-1.04x at 16k.
 //  * D = 64 (half the work per item, the same fixed cost): non-causal 1.05-1.15x at S = 512,
 //    causal 1.08-1.22x at S = 512; 0.98-1.04x at 16k either way.
-//  * Causal, dynamic against static (FLASHSTEPS_TILE_SCHEDULER): the dynamic counter 1.01-1.06x
-//    faster at S = 4k-16k, within +-2% at S = 512 (a static cyclic walk of the LPT order gives
-//    block 0 the heaviest item of every round: over 15.5 rounds of 132 items at 16k it carries
-//    ~3-6% more key tiles than the mean).
+//  * Causal, dynamic against static (FLASHSTEPS_TILE_SCHEDULER): what a CPU simulation of this
+//    scheduler's own order gives (bench/schedule-sim.cpp over scheduler.cuh, tested by
+//    tests/cpu/test_schedule_sim.cpp; its table and Gantt chart are generated into the chapter).
+//    A static walk of the LPT order gives block b item b of every round of G = 132 items; an L2
+//    section of h heads puts ~132 / h query-block indices into a round (h = 4 at D = 128, 16k), so
+//    block 0's items are the round's heaviest by up to that many key tiles, and every section
+//    starts heavy again. Simulated: the dynamic counter ~1.1-1.2x faster at D = 128, S = 2k-16k,
+//    ~1.03x at D = 64, within 3% at S = 512 (this line was 1.01-1.06x at 4k-16k before the
+//    simulation: hand arithmetic that left out the sections).
 //  * Resources: registers as 08a (168 at launch, 24 / 240 after setmaxnreg), 0 spills; shared
 //    memory +32 B (three mbarriers, two item slots).
 //! [prediction]
@@ -61,9 +66,10 @@
 // cudaMemsetAsync before the kernel, in the stream). 08a's anchor holds the softmax between the
 // two waits for nvcc 13.0 only, as CTest sass.overlap.08b_persistent reads it. 912 bytes of the
 // 227 KiB opt-in remain at D = 128. Not yet, versus FA3: no TMA multicast, K released with V,
-// Bc = 128 at D = 128 (FA3: 176), no FP8, Q's load not overlapped with the store's read (FA3 at
-// D = 128 has no separate O buffer either). The model behind the numbers, and the verdicts:
-// book/chapters/stage_08b_persistent.md.
+// Bc = 128 at D = 128 (FA3: 176), no FP8, Q's load not overlapped with the store's read (FA3 has
+// no separate O buffer either, but stages O over V's stages, not Q: its SharedStorage aligns the
+// epilogue's smem_o with the mainloop's smem_v, hopper/flash_fwd_kernel_sm90.h). The model behind
+// the numbers, and the verdicts: book/chapters/stage_08b_persistent.md.
 // =================================================================================================
 #include <cuda.h>  // CUtensorMap and its enums (header only: the encoder comes via the runtime)
 #include <cuda/ptx>

@@ -24,26 +24,28 @@
 //! [prediction]
 // Which metric should move, and by how much (written before any GPU ran this stage, 08b or 08a;
 // H100 SXM, fp16, the bench's shapes: B*S = 16k, H*D = 2048; against 08b on the same run).
-// The committed run (book/data, 07d as 07_hopper) has D = 64 losing in the loop: at S = 16k,
-// where per-block costs vanish, D = 64 runs at 439 TFLOP/s against D = 128's 647, and its
-// profile (D = 64, S = 2k) has the tensor pipe active 43% of the time. Issue 33 reads FA3's
-// published D = 64 figures (FA3 paper, H100 SXM5, fp16, B*S = 16k) as 10-12% above ours
-// non-causal and 21-23% above causal at S <= 2k; FA3 runs three consumer warpgroups there.
-// Our per-block arithmetic, per consumer tile (64 query rows x Bc = 128 keys): S and P V are
-// 2 x 64 x 128 x D x 2 FLOP = 2.1 MFLOP at D = 64, 512 cycles of an SM's dense fp16 tensor rate
-// (989 TFLOP/s / 132 SMs / 1.83 GHz = 4,096 FLOP per cycle), and 1,024 at D = 128; its softmax is
-// the same at both head dims: 8,192 exponentials, 512 cycles of MUFU at 16 per cycle, and in
-// practice longer (the row max before the exponentials, the sums, the packing, latencies). With
-// two consumers a round of two tiles takes max(2G, G + Ts) (G: a tile's products, Ts: its
-// softmax): the tensor cores idle once Ts > G, which is D = 64's case if it is not D = 128's.
-// Reading 07d's D = 128 rate (65% of peak) as that model's round gives Ts ~ 2G(128) ~ 4G(64):
-// D = 64 then predicts ~39% of peak, the run has 44%. With three consumers a round of three
-// tiles takes max(3G, G + Ts): the softmax may take twice the products before the tensor cores
-// wait, and two softmaxes run at once (two warps per SM sub-partition to hide latency). The
-// model's ceiling at D = 64 is 1.3x; FA3's published figure is 1.10-1.14x above 07d's; we
-// predict between, less what the larger tile wastes: Tr = ceil(S / 192) blocks pad 512 rows to
-// 576 (12.5% of S = 512's work computed on zero rows; 3% at 2k, under 1% at 16k), and a causal
-// query block of 192 rows crosses more masked key tiles than one of 128.
+// The model is the ledger's (book page model_ledger, generated from the committed run by
+// bench/model-ledger.py; every measured input it uses is read from book/data, none is typed
+// here). The committed run (07d, as 07_hopper) has D = 64 losing in the loop: at S = 16k, where
+// per-block costs vanish, D = 64 runs well below D = 128's rate, and its profile (D = 64, S = 2k)
+// has the tensor pipe idle more than half of the time. FA3's published D = 64 figures (FA3
+// paper, H100 SXM5, fp16, B*S = 16k) lie above ours; FA3 runs three consumer warpgroups there.
+// Per consumer tile (64 query rows x Bc = 128 keys) the ledger counts from the SASS: S and P V,
+// 2 x 64 x 128 x D x 2 FLOP = 2.1 MFLOP at D = 64, G = 512 cycles of an SM's dense fp16 tensor
+// rate (989 TFLOP/s / 132 SMs / 1.83 GHz = 4,096 FLOP per cycle), 1,024 at D = 128; the softmax
+// is the same at both head dims, between T_issue (issue slots and pipes: 8,192 exponentials,
+// 512 cycles of MUFU at 16 per cycle, more with the rest) and T_eff, the softmax time 07d's
+// measured rates need, which is longer than G at both head dims (latency, not issue, bounds it).
+// Since 08a a consumer waits for S alone before its softmax, so with n consumers a round of n
+// tiles takes max(n G, G / 2 + T_s): two consumers leave the tensor cores idle once
+// T_s > 1.5 G, three once T_s > 2.5 G, and two softmaxes then run at once (two warps per SM
+// sub-partition to hide latency). Per tile, three consumers against two gain up to 1.5x (the
+// model's ceiling, reached when T_s > 2.5 G: the ledger's steps table gives the figure at T_eff)
+// and nothing at T_issue. We predict between, less what the larger tile wastes:
+// Tr = ceil(S / 192) blocks pad 512 rows to 576 (12.5% of S = 512's work computed on zero rows;
+// 3% at 2k, under 1% at 16k), and a causal query block of 192 rows crosses more masked key tiles
+// than one of 128. (Written first with a ceiling of 1.3x, which did not follow from the round's
+// formula; the ranges below are the ones written then.)
 //  * D = 64 over 08b: non-causal 0.95-1.12x at S = 512, 1.05-1.20x at 2k, 1.08-1.25x at 16k;
 //    causal 0.90-1.10x at S = 512, 1.03-1.18x at 2k, 1.08-1.25x at 16k.
 //  * D = 128 over 08b: 0.98-1.02x at every shape (the same tile; the named-barrier ids and the
