@@ -13,8 +13,9 @@
 // This kernel is the one the committed run measured as 07_hopper, and it stays PTX-identical to it
 // (tests/kernel-identity.sh; fs_table identity). So the diff also carries what that kernel had and
 // 07c does not: the names in its mangled name (namespace hopper, HopperTraits), separate K and V
-// rings, the producer's Q copy after setmaxnreg, and the consumers' index arithmetic and epilogue
-// in the measured form (07c's names, the measured expressions).
+// rings, the producer's copies in its own branch (Q_i after setmaxnreg, K_j and V_j inline rather
+// than through 07c's prefetch()), and the consumers' index arithmetic and epilogue in the measured
+// form (07c's names, the measured expressions).
 //
 // 07c's header predicts this step against 07c (1.05-1.25x at D = 128, 1.1-1.3x at D = 64, S >= 2k;
 // no run has measured 07c). The prediction below is older: it was written against stage 06, before
