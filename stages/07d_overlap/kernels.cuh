@@ -1,7 +1,7 @@
-// stages/07d_overlap/kernels.cuh — what the Hopper stage's kernel file exports to its launcher: the
-// tile traits (sizes, warpgroup roles and register budgets, the TMA ring, the assumptions behind
-// them), the tile each head dim runs, and the kernel itself (struct Kernel: one variant per dtype,
-// tile and causal flag).
+// stages/07d_overlap/kernels.cuh — what the overlap stage's kernel file exports to its launcher:
+// the tile traits (sizes, warpgroup roles and register budgets, the 128B-swizzled ring that TMA
+// writes and wgmma reads, its mbarriers, the assumptions behind them), the tile each head dim runs,
+// and the kernel itself (struct Kernel: one variant per dtype, tile and causal flag).
 #pragma once
 
 #include <cuda.h>  // CUtensorMap
@@ -21,39 +21,45 @@ namespace flashsteps::hopper {
 /// Head dimensions the kernel is instantiated for.
 using SupportedHeadDims = HeadDims<64, 128>;
 
-/// Tiles of the Hopper kernel for head dimension kD, kBc keys per tile and a ring of kStages
+/// Tiles of the overlap kernel for head dimension kD, kBc keys per tile and a ring of kStages
 /// shared-memory stages. One thread block owns one query block Q_i of Br = 128 rows of one head,
 /// and runs three warpgroups (4 consecutive warps each, starting at warp 0, 4, 8):
 ///
 ///   warpgroup 0  producer   one thread issues every TMA copy (Q_i once, then K_j, V_j into the
 ///                           ring); the warpgroup drops to kProducerRegs registers per thread
-///   warpgroup 1  consumer 0 owns Q_i rows  0 .. 63: S, P, O strips (64, *) in its registers
+///   warpgroup 1  consumer 0 owns Q_i rows  0 .. 63 — wgmma's m: S, P, O in its registers, in
+///                           wgmma's accumulator layout (kernels.cu)
 ///   warpgroup 2  consumer 1 owns Q_i rows 64 .. 127
 ///
 /// Shared memory (offsets from a 1024-byte aligned base; every region a whole number of 1 KiB
-/// swizzle atoms, as TMA's 128-byte swizzle and the wgmma descriptors need):
-///   Q      (Br, D)  as D/64 column blocks (Br, 64), each row 128 B, 128B-swizzled (TMA); reused
-///                   at the end to stage O_i / l for the TMA store
-///   K ring kStages x (Bc, D) as D/64 column blocks (Bc, 64), 128B-swizzled
-///   V ring kStages x (Bc, D) likewise
+/// swizzle atoms, as the wgmma descriptors' 128-byte swizzle needs):
+///   Q      (Br, D)  as D/64 column blocks (Br, 64), each row 128 B, 128B-swizzled; reused at the
+///                   end to stage O_i / l for the TMA store
+///   K ring kStages x K (Bc, D), as D/64 column blocks (Bc, 64), likewise
+///   V ring kStages x V (Bc, D), likewise (07c keeps a stage's K and V together; the measured
+///                   kernel had two rings, and this one stays PTX-identical to it)
 ///   bars   q_full, k_full[kStages], v_full[kStages], empty[kStages]: 8-byte mbarriers
 ///
-///   D    Bc   kStages  bytes                        sm_90 opt-in (227 KiB = 232,448 B)
-///   64   128  4        16 K + 4 x 32 K + 1,128 =  148,584 B   yes, 1 block/SM (registers: 1)
-///   128  128  3        32 K + 3 x 64 K + 1,104 =  230,480 B   yes, 1 block/SM
+///   D    Bc   kStages  bytes                                  sm_90 (227 KiB opt-in)
+///   64   128  4       16 K + 4 x 32 K + 104 + 1 K = 148,584 B  yes, 1 block/SM (registers: 1)
+///   128  128  3       32 K + 3 x 64 K + 80 + 1 K  = 230,480 B  yes, 1 block/SM
 /// Why: a consumer warpgroup holds S (64, Bc) fp32 = Bc/2 registers per thread, P (64, Bc) 16-bit
 /// = Bc/4 and O (64, D) fp32 = D/2: 64 + 32 + 64 = 160 at D = 128, Bc = 128 — inside the 240 that
-/// setmaxnreg gives a consumer. Bc = 128 is also wgmma's sweet spot (m64n128k16 for S). The ring
-/// is as deep as shared memory allows: three stages at D = 128 (FA3 uses two with Bc = 176), four
-/// at D = 64 (more would not be waited on: the producer is 1-2 tiles ahead at steady state).
+/// setmaxnreg gives a consumer. With 384 threads the SM holds one block, whatever its shared
+/// memory, so the ring is as deep as shared memory allows: three stages at D = 128 (FA3 uses two
+/// with Bc = 176), four at D = 64 (more would not be waited on: the producer is 1-2 tiles ahead
+/// at steady state).
 //! [traits]
+// Its name is the measured kernel's (07c's WgmmaTraits): it is part of the kernel's mangled name,
+// which the committed run's PTX hashes are keyed by.
 template <int kD, int kBc, int kStages>
 struct HopperTraits {
   static constexpr int D = kD;
   static constexpr int Br = 128;          // query rows per thread block (2 consumer warpgroups)
   static constexpr int Bc = kBc;          // key/value rows per tile
-  static constexpr int Stages = kStages;  // (K_j, V_j) pairs in the ring
-  static constexpr int kWarpgroupThreads = 128;
+  static constexpr int Stages = kStages;  // (K_j, V_j) pairs in the shared-memory ring
+  static constexpr int kWarps = 4;        // per warpgroup
+  static constexpr int kWarpgroupThreads = 32 * kWarps;
   static constexpr int kConsumers = 2;                                   // consumer warpgroups
   static constexpr int kConsumerRows = Br / kConsumers;                  // 64: wgmma's m
   static constexpr int kThreads = (1 + kConsumers) * kWarpgroupThreads;  // 384
@@ -62,17 +68,22 @@ struct HopperTraits {
   // from __launch_bounds__(384, 1)); the producer gives back down to 24, each consumer takes 240.
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
-  static constexpr int kElem = 2;  // bytes of fp16 and bf16
+  static constexpr int kWarpRows = kConsumerRows / kWarps;  // accumulator rows one warp holds: 16
+  static constexpr int kElem = 2;                           // bytes of fp16 and bf16
+  static constexpr int kVec = 16 / kElem;                   // elements per 16-byte chunk (epilogue)
+  static constexpr int kChunks = D / kVec;                  // 16-byte chunks per row of Q, K, V, O
+  static constexpr int kSwizzle = 8;  // rows per swizzle period = chunks per 128 bytes
   static constexpr int kSwizzleBytes = 128;
   static constexpr int kBlockCols = kSwizzleBytes / kElem;  // 64 columns per 128-byte swizzled row
-  static constexpr int kColBlocks = D / kBlockCols;         // column blocks of Q, K, V, O
   static constexpr int kAtomBytes = 8 * kSwizzleBytes;      // 1024: one swizzle atom (8 rows)
 
-  // wgmma counts per consumer warpgroup and tile.
+  // wgmma counts per tile.
   static constexpr int kQK = D / 16;     // m64n{Bc}k16 for S = Q K^T
   static constexpr int kPV = Bc / 16;    // m64n{D}k16 for O += P V (A = P from registers)
-  static constexpr int kSRegs = Bc / 2;  // S accumulator (64, Bc) fp32, per thread
-  static constexpr int kORegs = D / 2;   // O accumulator (64, D) fp32, per thread
+  static constexpr int kSN = Bc / 8;     // n8 slices of the S accumulator (64, Bc)
+  static constexpr int kON = D / 8;      // n8 slices of the O accumulator (64, D)
+  static constexpr int kSRegs = Bc / 2;  // S accumulator (64, Bc) fp32, per thread: 4 per slice
+  static constexpr int kORegs = D / 2;   // O accumulator (64, D) fp32, per thread: 4 per slice
 
   static constexpr std::size_t kQBytes = std::size_t{Br} * D * kElem;
   static constexpr std::size_t kQBlockBytes = std::size_t{Br} * kSwizzleBytes;  // one col block
@@ -89,27 +100,38 @@ struct HopperTraits {
   static constexpr std::size_t kAlignSlack = 1024;
   /// Dynamic shared memory per block (the table above).
   static constexpr std::size_t kSmemBytes = kOffBar + kBarBytes + kAlignSlack;
+  /// Blocks per SM __launch_bounds__ asks for: 1, i.e. 65,536 / 384 -> 168 registers per thread
+  /// at launch, which setmaxnreg then moves between the roles.
+  static constexpr int kMinBlocksPerSm = 1;
 
-  static_assert(D == 64 || D == 128, "stage 07 instantiates D = 64 and D = 128 only");
+  static_assert(D == 64 || D == 128, "stage 07d instantiates D = 64 and D = 128 only");
   static_assert(sizeof(__half) == kElem && sizeof(__nv_bfloat16) == kElem,
                 "fp16 and bf16 are both 2-byte types");
   static_assert(kConsumerRows == 64, "a consumer warpgroup owns one wgmma m64 strip of Q_i");
   static_assert(kThreads == 384, "one producer and two consumer warpgroups");
+  static_assert(Bc == 128, "S = Q K^T is one m64n128k16 wgmma per k16 step (ptx.cuh has n128)");
+  static_assert(D == 64 || D == 128, "O += P V is m64n64k16 or m64n128k16 (ptx.cuh has both)");
+  static_assert(kChunks % kSwizzle == 0,
+                "the XOR swizzle permutes the 8 chunks of each 128-byte piece of a row: rows must "
+                "be a multiple of 128 bytes");
+  static_assert(kConsumerRows % kSwizzle == 0 && Bc % kSwizzle == 0 && kWarpRows % kSwizzle == 0,
+                "every tile and warp strip starts at a row that is a multiple of the swizzle "
+                "period, so row % 8 is the same in tile and strip coordinates");
+  static_assert(kQBlockBytes % kAtomBytes == 0 && kKVBlockBytes % kAtomBytes == 0,
+                "every column block starts on a 1024-byte swizzle atom: the wgmma descriptors' "
+                "base offset field stays 0");
+  static_assert(kKVBlockBytes / 16 < (1u << 14),
+                "the V descriptor's leading byte offset (next 64 columns) fits 14 bits of 16 B");
+  static_assert(Bc <= 256 && Br <= 256, "a TMA box has at most 256 rows");
+  static_assert((std::size_t{kConsumerRows} * kSwizzleBytes) % kAtomBytes == 0,
+                "every consumer's half of Q starts on a 1024-byte swizzle atom");
   static_assert(D % kBlockCols == 0,
                 "TMA's 128B swizzle copies boxes at most 128 bytes wide: D is whole 64-column "
                 "blocks");
-  static_assert(Bc == 128, "S = Q K^T is one m64n128k16 wgmma per k16 step (ptx.cuh has n128)");
-  static_assert(D == 64 || D == 128, "O += P V is m64n64k16 or m64n128k16 (ptx.cuh has both)");
-  static_assert(Bc <= 256 && Br / kConsumers <= 256, "a TMA box has at most 256 rows");
-  static_assert(kQBlockBytes % kAtomBytes == 0 && kKVBlockBytes % kAtomBytes == 0 &&
-                    (std::size_t{kConsumerRows} * kSwizzleBytes) % kAtomBytes == 0,
-                "every column block and every consumer's half of Q starts on a 1024-byte swizzle "
-                "atom: the wgmma descriptors' base offset field stays 0");
-  static_assert(kKVBlockBytes / 16 < (1u << 14),
-                "the V descriptor's leading byte offset (next 64 columns) fits 14 bits of 16 B");
   static_assert(kKVBytes < (1u << 20),
                 "mbarrier expect_tx counts at most 2^20 - 1 bytes per phase");
-  static_assert(Stages >= 2, "with one stage the copy of K_{j+1} could only start after tile j");
+  static_assert(Stages >= 2,
+                "with one stage the copy of tile j+1 could only start after tile j's math");
   static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kConsumerThreads <= 65536,
                 "the setmaxnreg budgets must fit the SM's 64 K registers (one block per SM)");
   static_assert(kSmemBytes <= 227 * 1024, "fits sm_90's 227 KiB opt-in limit");
