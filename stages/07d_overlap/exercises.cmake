@@ -2,9 +2,9 @@
 # step's lesson: one flashsteps_exercise() (emu/exercises/CMakeLists.txt says what each argument
 # means; tests/exercise.sh runs it). SOLUTION is the stage's own code, whole lines that occur once.
 #
-# Part III's larger exercise: the reader writes a consumer's issue order, the whole of what this
-# step changes in 07c's tile. Its region and its stub are cut here from kernels.cu by the kernel's
-# own lines, so that neither is a copy to keep in step with it:
+# One of Part II's larger exercises: the reader writes a consumer's issue order, the whole of what
+# this step changes in 07c's tile. Its region and its stub are cut here from kernels.cu by the
+# kernel's own lines, so that neither is a copy to keep in step with it:
 #   SOLUTION  from the tile's opening `//! [wait]` to the end of the last tile's P V after the loops;
 #   STUB      that region less the issue order: the waits, the turns, both batches of products and
 #             the wait for S_j (up to the closing `//! [wgmma]`), the wait for P V and the release
