@@ -92,8 +92,10 @@ command -v cuobjdump >/dev/null ||
 cp "$build/tests/test_cpu" "$build/bench/bench_peaks" "$build/bench/fs_table" "$out/bin/"
 strip "$out"/bin/*
 
-# Shared libraries outside the C/C++ runtime and the CUDA toolkit: copied, found by run.sh.
-ldd "$out"/bin/* 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | sort -u |
+# Shared libraries outside the C/C++ runtime and the CUDA toolkit: copied to lib/, where the
+# binaries' RUNPATH ($ORIGIN/../lib) finds them; looked up in the build's lib/ while OUT's is empty.
+LD_LIBRARY_PATH="$(cd "$build" && pwd)/lib" ldd "$out"/bin/* 2>/dev/null |
+  awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | sort -u |
   while read -r name path; do
     case $name in
       libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|libdl.so*|libpthread.so*|librt.so*) ;;
