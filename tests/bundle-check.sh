@@ -53,7 +53,12 @@ plan=$("$b/run.sh" --dry-run --budget-min 9) || { rc=$?; echo "$plan"; fail "run
 echo "$plan"
 grep -q "the bundle holds every file the plan runs" <<<"$plan" || fail "the dry run's verdict is missing"
 
-# The moved binaries load their libraries from the bundle and answer as in the build.
+# The moved binaries load their libraries from the bundle and answer as in the build. A suite's
+# test cases register when it loads the shared suite library: with query_device() answered by a
+# stand-in sm_90 (tests/cli/fake-gpu/query_device.cpp, preloaded), each stage's suite lists them.
+fake_device=$work/fake_device.so
+g++ -std=c++20 -shared -fPIC -I"$root/common/include" -I/usr/local/cuda/include \
+  "$root/tests/cli/fake-gpu/query_device.cpp" -o "$fake_device" || fail "cannot compile the stand-in device"
 for f in "$b"/bin/*; do
   deps=$(ldd "$f" 2>&1) || fail "ldd $f failed: $deps"
   ! grep -q "not found" <<<"$deps" || fail "$f, moved, does not find a library:"$'\n'"$deps"
@@ -72,6 +77,9 @@ for n in "${bundled[@]}"; do
   done
   if [[ $kind == stage ]]; then
     grep -qF -- "sanitizer:$n:memcheck" <<<"$plan" || fail "the plan has no memcheck of $n"
+    listed=$(LD_PRELOAD=$fake_device "$b/bin/test_$n" --list-tests 2>&1 || true)
+    grep -qE "^[1-9][0-9]* test cases" <<<"$listed" ||
+      fail "test_$n, moved, lists no test case on a stand-in device:"$'\n'"$listed"
   fi
   [[ -x $b/bin/$runner ]] || fail "$b/bin/$runner is missing"
   "$b/bin/$runner" --help >/dev/null || fail "$runner --help, moved, exited $?"
