@@ -66,6 +66,7 @@ for f in "$b"/bin/*; do
 done
 
 # Every bundled stage and baseline, by the names and runners of the tree the bundle carries.
+lists=0
 mapfile -t bundled < <(python3 -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))["stages"]))' "$b/bundle.json")
 [[ ${#bundled[@]} -ge 2 ]] || fail "bundle.json lists ${#bundled[@]} stages"
 for n in "${bundled[@]}"; do
@@ -77,9 +78,13 @@ for n in "${bundled[@]}"; do
   done
   if [[ $kind == stage ]]; then
     grep -qF -- "sanitizer:$n:memcheck" <<<"$plan" || fail "the plan has no memcheck of $n"
+    # (A stage whose setup() calls CUDA, as 09c's does, stops there on the stand-in: not counted.)
     listed=$(LD_PRELOAD=$fake_device "$b/bin/test_$n" --list-tests 2>&1 || true)
-    grep -qE "^[1-9][0-9]* test cases" <<<"$listed" ||
+    if grep -qE "^[1-9][0-9]* test cases" <<<"$listed"; then
+      lists=$((lists + 1))
+    elif ! grep -q "CUDA error .* in " <<<"$listed"; then
       fail "test_$n, moved, lists no test case on a stand-in device:"$'\n'"$listed"
+    fi
   fi
   [[ -x $b/bin/$runner ]] || fail "$b/bin/$runner is missing"
   "$b/bin/$runner" --help >/dev/null || fail "$runner --help, moved, exited $?"
@@ -88,6 +93,7 @@ for n in "${bundled[@]}"; do
   "$b/bin/test_$n" --list-tests >/dev/null || rc=$?
   ((rc == 0 || rc == 77)) || fail "test_$n --list-tests, moved, exited $rc"
 done
+((lists > 0)) || fail "no bundled suite listed its test cases on the stand-in device"
 grep -qF "run  sdpa:fp16:" <<<"$plan" || fail "the plan does not run SDPA"
 grep -qF "run  peaks:" <<<"$plan" || fail "the plan does not measure the peaks"
 secs=$(sed -n 's/^run.sh: estimated \([0-9]*\) s .*/\1/p' <<<"$plan")
