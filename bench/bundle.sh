@@ -7,7 +7,9 @@
 #                       run reads (scripts/stage_tree.py reads it)
 #   OUT/bin/            every stage runner, baseline_cublas, test_<stage>, test_cpu,
 #                       bench_<stage>, bench_peaks, fs_table — stripped
-#   OUT/lib/            the shared libraries a CUDA host may lack (Google Benchmark's), found with ldd;
+#   OUT/lib/            the shared libraries the binaries load through their RUNPATH $ORIGIN/../lib,
+#                       found with ldd: each stage's (libfs_stage_<stage>.so), the shared harness
+#                       (libflashsteps_*.so), and those a CUDA host may lack (Google Benchmark's);
 #                       not the driver, the CUDA runtime or cuBLAS, which come with the toolkit
 #   OUT/reports/        each stage's ptxas report and the SASS instructions it is about (cuobjdump);
 #                       ptx_sm_90a.tsv, the build's PTX hashes, when the commit has no local changes
@@ -46,8 +48,8 @@ done
 build=${build:-build/bundle-${arch//[^0-9a-z]/_}}
 command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
 
-# --compress-mode=size: every stage's device code is linked into three binaries (runner, test,
-# bench); compressed fatbins keep the bundle several times smaller. The machine code is the same.
+# --compress-mode=size: compressed fatbins keep each stage's library (its device code, which its
+# runner, test and bench share) several times smaller. The machine code is the same.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CUDA_ARCHITECTURES=$arch" \
   -DCMAKE_CUDA_FLAGS=--compress-mode=size -DFLASHSTEPS_BUILD_BOOK=OFF -DFLASHSTEPS_EMULATION=OFF \
   >/dev/null
@@ -90,8 +92,10 @@ command -v cuobjdump >/dev/null ||
 cp "$build/tests/test_cpu" "$build/bench/bench_peaks" "$build/bench/fs_table" "$out/bin/"
 strip "$out"/bin/*
 
-# Shared libraries outside the C/C++ runtime and the CUDA toolkit: copied, found by run.sh.
-ldd "$out"/bin/* 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | sort -u |
+# Shared libraries outside the C/C++ runtime and the CUDA toolkit: copied to lib/, where the
+# binaries' RUNPATH ($ORIGIN/../lib) finds them; looked up in the build's lib/ while OUT's is empty.
+LD_LIBRARY_PATH="$(cd "$build" && pwd)/lib" ldd "$out"/bin/* 2>/dev/null |
+  awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | sort -u |
   while read -r name path; do
     case $name in
       libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|libdl.so*|libpthread.so*|librt.so*) ;;
@@ -99,6 +103,7 @@ ldd "$out"/bin/* 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' |
       *) cp -L "$path" "$out/lib/$name" ;;
     esac
   done
+strip --strip-unneeded "$out"/lib/libflashsteps_*.so "$out"/lib/libfs_stage_*.so
 
 cp bench/run.sh bench/run.py "$tree" "$out/"
 cp bench/profile.sh bench/ncu-metrics.txt bench/sm-clock.sh bench/sdpa/sdpa_bench.py "$tree_py" \

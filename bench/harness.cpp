@@ -1,4 +1,5 @@
-// bench/harness.cpp — main() of every bench_<stage> binary: the canonical shapes
+// bench/harness.cpp — what main() of every bench_<stage> binary runs (bench/stage_main.cpp), in the
+// shared bench library: the canonical shapes
 // (CONTRIBUTING.md, "How we measure"), each timed with the L2 flushed before every launch, written
 // as Google Benchmark JSON with names <stage>/b<B>_h<H>_sq<Sq>_skv<Skv>_d<D>_<dtype>[_causal].
 //
@@ -136,9 +137,8 @@ void bench_problem(benchmark::State& state, Stage& stage, const DeviceInfo& dev,
 }  // namespace
 }  // namespace flashsteps::bench
 
-int main(int argc, char** argv) {
+int flashsteps::bench::bench_main(int argc, char** argv, std::unique_ptr<Stage> stage) {
   using namespace flashsteps;
-  auto stage = make_stage();
   // Google Benchmark answers --help itself (its flags only) and exits: this stage's flags first.
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--help") == 0) {

@@ -4,9 +4,11 @@
 #include <benchmark/benchmark.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "flashsteps/device_info.hpp"
+#include "flashsteps/stage.hpp"
 #include "flashsteps/timing.hpp"
 
 namespace flashsteps::bench {
@@ -20,5 +22,9 @@ void timed_loop(benchmark::State& state, const std::function<void(cudaStream_t)>
 /// Adds the provenance keys (GPU, SMs, compute capability, clocks, driver, runtime, git commit,
 /// command line) to Google Benchmark's JSON context.
 void add_context(const DeviceInfo& dev, int argc, char** argv);
+
+/// The bench of `stage`: its own flags and Google Benchmark's (bench/harness.cpp); what main() of
+/// a bench_<stage> binary returns (bench/stage_main.cpp).
+int bench_main(int argc, char** argv, std::unique_ptr<Stage> stage);
 
 }  // namespace flashsteps::bench

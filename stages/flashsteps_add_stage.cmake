@@ -9,11 +9,15 @@
 #                      [MEASURED_AS <old name>] [LARGE_STEP "<why>"] [PART <part>])
 #
 # Turns one stage folder into everything a reader runs:
-#   fs_stage_<name>   a library with the stage's kernels and launcher (defines make_stage())
+#   fs_stage_<name>   a library with the stage's kernels and launcher (defines make_stage()):
+#                     static, and the same objects as lib/libfs_stage_<name>.so (target
+#                     fs_stage_<name>_shared), which the three binaries below link
 #   stageNN[x]        the runner: "stage" and the name's part before its first '_' (06c_swizzle ->
 #                     stage06c); a baseline keeps its name
 #   test_<name>       the shared GPU suite (tests/gpu) run on this stage; exit 77 = skipped
 #   bench_<name>      the shared Google Benchmark harness (bench/harness.cpp) on this stage
+# Each of the three is main() alone, linking the stage's and the harness's shared libraries
+# (CONTRIBUTING.md, "One harness, shared").
 # and captures the ptxas resource report (registers, shared memory, spills per kernel and arch)
 # of its CUDA sources to ${CMAKE_BINARY_DIR}/resources/<name>.ptxas.txt at build time.
 # PARENT: the stage this one builds on, declared before it, of the same KIND. Only the first stage
@@ -289,9 +293,13 @@ function(flashsteps_add_stage name)
             -P "${FLASHSTEPS_ROOT}/stages/collect-ptxas.cmake"
     COMMAND_EXPAND_LISTS VERBATIM)
 
+  # The same objects as lib${lib}.so, which the runner, the suite (unless WATCHDOG) and the bench
+  # link: the stage's device code once in a bundle, not in three binaries.
+  flashsteps_shared_library(${lib}_shared OBJECTS_OF ${lib} LINK flashsteps_common_shared)
+
   get_property(runner GLOBAL PROPERTY FLASHSTEPS_STAGE_RUNNER_${name})
   add_executable(${runner} $<TARGET_OBJECTS:flashsteps_stage_main>)
-  target_link_libraries(${runner} PRIVATE ${lib} flashsteps::runner)
+  target_link_libraries(${runner} PRIVATE ${lib}_shared flashsteps_runner_shared)
   set_target_properties(${runner} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/stages")
 
   # This build's per-kernel PTX hashes of the stage (tests/ptx-manifest.sh), for the table tool:
@@ -306,9 +314,11 @@ function(flashsteps_add_stage name)
     # cubin from the same PTX, which that test disassembles.
     set(cubin "")
     set(cubin_args "")
+    # With the PTX it was made from: bench/bundle_size.py bounds the sm_90a bundle by both.
     if(FLASHSTEPS_EMULATION)
-      set(cubin "${CMAKE_BINARY_DIR}/ptx/${name}.cubin")
-      set(cubin_args --cubin "${cubin}")
+      set(cubin "${CMAKE_BINARY_DIR}/ptx/${name}.cubin" "${CMAKE_BINARY_DIR}/ptx/${name}.ptx")
+      set(cubin_args --cubin "${CMAKE_BINARY_DIR}/ptx/${name}.cubin"
+                     --ptx "${CMAKE_BINARY_DIR}/ptx/${name}.ptx")
     endif()
     add_custom_command(OUTPUT "${hashes}" ${cubin}
       COMMAND "${root}/tests/ptx-manifest.sh" --root "${root}" -o "${hashes}" ${cubin_args}
@@ -331,9 +341,11 @@ function(flashsteps_add_stage name)
     if(ARG_ARCHS)
       set_target_properties(${test_lib} PROPERTIES CUDA_ARCHITECTURES "${ARG_ARCHS}")
     endif()
+    flashsteps_shared_library(${test_lib}_shared OBJECTS_OF ${test_lib}
+                              LINK flashsteps_common_shared)
   endif()
-  add_executable(test_${name} ${FLASHSTEPS_GPU_SUITE_SOURCES})
-  target_link_libraries(test_${name} PRIVATE ${test_lib} flashsteps_gpu_suite)
+  add_executable(test_${name} $<TARGET_OBJECTS:flashsteps_gpu_suite_main>)
+  target_link_libraries(test_${name} PRIVATE ${test_lib}_shared flashsteps_gpu_suite)
   set_target_properties(test_${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/tests")
   add_test(NAME gpu.${name} COMMAND test_${name})
   set_tests_properties(gpu.${name} PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
@@ -344,8 +356,8 @@ function(flashsteps_add_stage name)
   endif()
 
   if(TARGET flashsteps_bench_harness)
-    add_executable(bench_${name} $<TARGET_OBJECTS:flashsteps_bench_harness>)
-    target_link_libraries(bench_${name} PRIVATE ${lib} flashsteps_bench_common)
+    add_executable(bench_${name} $<TARGET_OBJECTS:flashsteps_bench_main>)
+    target_link_libraries(bench_${name} PRIVATE ${lib}_shared flashsteps_bench_shared)
     set_target_properties(bench_${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/bench")
   endif()
 endfunction()

@@ -7,17 +7,25 @@
 # the plan on a stand-in GPU (tests/cli/fake-gpu: nvidia-smi, compute-sanitizer and the bundle's
 # binaries replaced by stand-ins) and checks the run folder it writes.
 #
-#   tests/bundle-check.sh [--stages WORDS] [--build-dir DIR] WORK
+# The moved binaries must load every library from the bundle (RUNPATH $ORIGIN/../lib), none from
+# the build, and answer as in the build: a runner's --help, a bench's --fs_list_shapes (exit 0),
+# a suite's --list-tests (exit 0, or 77 without a GPU).
+#
+#   tests/bundle-check.sh [--stages WORDS] [--build-dir DIR] [--tree-bound BUILD] WORK
 #   --stages     bundle only these stages (default in CTest: "06a 07d", see tests/CMakeLists.txt)
 #   --build-dir  the bundle's build folder (default WORK/build; rebuilt incrementally)
+#   --tree-bound also bound the bundle of BUILD's whole stage tree with this bundle's fixed part
+#                (bench/bundle_size.py bound: CTest passes its own emulated build), and fail
+#                unless it fits in 40 MiB
 # Exit codes: 0 ok, 1 a check failed, 2 bad arguments.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-only="" build="" work=""
+only="" build="" work="" tree_build=""
 while (($#)); do
   case "$1" in
     --stages) only=$2; shift ;;
     --build-dir) build=$2; shift ;;
+    --tree-bound) tree_build=$2; shift ;;
     -h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     -*) echo "bundle-check: unknown option $1" >&2; exit 2 ;;
     *) work=$1 ;;
@@ -45,7 +53,20 @@ plan=$("$b/run.sh" --dry-run --budget-min 9) || { rc=$?; echo "$plan"; fail "run
 echo "$plan"
 grep -q "the bundle holds every file the plan runs" <<<"$plan" || fail "the dry run's verdict is missing"
 
+# The moved binaries load their libraries from the bundle and answer as in the build. A suite's
+# test cases register when it loads the shared suite library: with query_device() answered by a
+# stand-in sm_90 (tests/cli/fake-gpu/query_device.cpp, preloaded), each stage's suite lists them.
+fake_device=$work/fake_device.so
+g++ -std=c++20 -shared -fPIC -I"$root/common/include" -I/usr/local/cuda/include \
+  "$root/tests/cli/fake-gpu/query_device.cpp" -o "$fake_device" || fail "cannot compile the stand-in device"
+for f in "$b"/bin/*; do
+  deps=$(ldd "$f" 2>&1) || fail "ldd $f failed: $deps"
+  ! grep -q "not found" <<<"$deps" || fail "$f, moved, does not find a library:"$'\n'"$deps"
+  ! grep -qF "$build" <<<"$deps" || fail "$f, moved, loads a library from the build $build"
+done
+
 # Every bundled stage and baseline, by the names and runners of the tree the bundle carries.
+lists=0
 mapfile -t bundled < <(python3 -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))["stages"]))' "$b/bundle.json")
 [[ ${#bundled[@]} -ge 2 ]] || fail "bundle.json lists ${#bundled[@]} stages"
 for n in "${bundled[@]}"; do
@@ -57,9 +78,22 @@ for n in "${bundled[@]}"; do
   done
   if [[ $kind == stage ]]; then
     grep -qF -- "sanitizer:$n:memcheck" <<<"$plan" || fail "the plan has no memcheck of $n"
+    # (A stage whose setup() calls CUDA, as 09c's does, stops there on the stand-in: not counted.)
+    listed=$(LD_PRELOAD=$fake_device "$b/bin/test_$n" --list-tests 2>&1 || true)
+    if grep -qE "^[1-9][0-9]* test cases" <<<"$listed"; then
+      lists=$((lists + 1))
+    elif ! grep -q "CUDA error .* in " <<<"$listed"; then
+      fail "test_$n, moved, lists no test case on a stand-in device:"$'\n'"$listed"
+    fi
   fi
   [[ -x $b/bin/$runner ]] || fail "$b/bin/$runner is missing"
+  "$b/bin/$runner" --help >/dev/null || fail "$runner --help, moved, exited $?"
+  "$b/bin/bench_$n" --fs_list_shapes >/dev/null || fail "bench_$n --fs_list_shapes, moved, exited $?"
+  rc=0
+  "$b/bin/test_$n" --list-tests >/dev/null || rc=$?
+  ((rc == 0 || rc == 77)) || fail "test_$n --list-tests, moved, exited $rc"
 done
+((lists > 0)) || fail "no bundled suite listed its test cases on the stand-in device"
 grep -qF "run  sdpa:fp16:" <<<"$plan" || fail "the plan does not run SDPA"
 grep -qF "run  peaks:" <<<"$plan" || fail "the plan does not measure the peaks"
 secs=$(sed -n 's/^run.sh: estimated \([0-9]*\) s .*/\1/p' <<<"$plan")
@@ -107,4 +141,10 @@ done
 grep -q "^=== exit 0" "$run/sanitizers_${bundled[0]}.log" || fail "no sanitizer run of ${bundled[0]}"
 python3 -c 'import json, sys; p = json.load(open(sys.argv[1]))["plan"]; assert p["budget_s"] == 540 and p["ran"], p' \
   "$run/provenance.json" || fail "provenance.json does not record the plan"
-echo "bundle-check: PASS: ${#bundled[@]} stages and baselines bundled, planned in $secs s of 540, and run on a stand-in GPU"
+fits=""
+if [[ -n $tree_build ]]; then
+  python3 "$root/bench/bundle_size.py" bound "$tree_build" --fixed "$b" ||
+    fail "the sm_90a bundle of the whole tree would not fit (bench/bundle_size.py bound)"
+  fits=", and the whole tree's bundle fits"
+fi
+echo "bundle-check: PASS: ${#bundled[@]} stages and baselines bundled, planned in $secs s of 540, and run on a stand-in GPU$fits"

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # tests/plan-check.sh STAGES_JSON WORK — bench/run.py's plans on a stand-in bundle that holds the
-# scripts and the build's stage tree but no binaries (the dry run then names them missing, which
-# is not what this checks). Reads every stage's name and kind from the tree:
-#   - the 9-minute plan of the whole tree (the quick plan of a GPU loan) times every forward stage
-#     and SDPA's forward in tier 0;
+# scripts, the build's stage tree, and a stand-in (tests/cli/fake-gpu/stand-in-binary) for every
+# binary a bundle of the whole tree holds (each stage's and baseline's runner, test and bench, by
+# the names the tree gives; test_cpu, bench_peaks, fs_table). Reads every stage's name and kind
+# from the tree:
+#   - `run.sh --dry-run --budget-min 9` of the whole tree (the quick plan of a GPU loan) succeeds:
+#     the bundle holds every file the plan runs, the estimate is within the 9 minutes, and the plan
+#     times every forward stage and SDPA's forward in tier 0 and runs every stage's GPU suite;
 #   - a plan of the backward stages only (run.sh --stages with their names, --steps bench,sdpa,
 #     6 minutes) times each of them and SDPA's backward, and leaves SDPA's forward for last.
 # Exit 0 ok, 1 a check failed.
@@ -16,8 +19,13 @@ fail() { echo "plan-check: FAIL: $*" >&2; exit 1; }
 rm -rf "$work"
 mkdir -p "$work/bin" "$work/scripts"
 cp "$root/bench/run.sh" "$root/bench/run.py" "$root/bench/stage_tree.py" "$tree" "$work/"
-cp "$root/bench/stage_tree.py" "$root/bench/sdpa/sdpa_bench.py" "$root/bench/profile.sh" "$work/scripts/"
-fields=$(python3 "$root/bench/stage_tree.py" "$tree" field role,kind)
+cp "$root/bench/stage_tree.py" "$root/bench/sdpa/sdpa_bench.py" "$root/bench/profile.sh" \
+  "$root/bench/sm-clock.sh" "$root/bench/ncu-metrics.txt" "$work/scripts/"
+fields=$(python3 "$root/bench/stage_tree.py" "$tree" field role,kind,runner)
+stand_in=$root/tests/cli/fake-gpu/stand-in-binary
+for f in test_cpu bench_peaks fs_table $(awk -F'\t' '{ print $4, "test_" $1, "bench_" $1 }' <<<"$fields"); do
+  install -m 755 "$stand_in" "$work/bin/$f"
+done
 forward=$(awk -F'\t' '$2 == "stage" && $3 == "forward" { print $1 }' <<<"$fields")
 backward=$(awk -F'\t' '$2 == "stage" && $3 == "backward" { print $1 }' <<<"$fields")
 mapfile -t stages < <(awk -F'\t' '$2 == "stage" { print $1 }' <<<"$fields")
@@ -33,9 +41,17 @@ if [[ -f $root/book/data/CURRENT ]]; then
     "$tree" >"$work/estimates.tsv"
 fi
 
-plan=$("$work/run.sh" --dry-run --budget-min 9 2>/dev/null || true)
+plan=$(cd / && "$work/run.sh" --dry-run --budget-min 9 2>&1) ||
+  fail "run.sh --dry-run --budget-min 9 of the whole tree exited non-zero:"$'\n'"$plan"
+grep -q "the bundle holds every file the plan runs" <<<"$plan" ||
+  fail "the whole tree's dry run lacks its verdict:"$'\n'"$plan"
+secs=$(sed -n 's/^run.sh: estimated \([0-9]*\) s .*/\1/p' <<<"$plan")
+[[ -n $secs ]] && ((secs <= 540)) || fail "the whole tree's plan estimates '$secs' s, not within 540"
 for n in $forward; do
   grep -q "^run  bench:$n:fp16:" <<<"$plan" || fail "the 9-minute plan does not time $n:"$'\n'"$plan"
+done
+for n in "${stages[@]}"; do
+  grep -q "^run  tests:$n:" <<<"$plan" || fail "the 9-minute plan does not run $n's GPU suite"
 done
 grep -q "^run  sdpa:fp16:" <<<"$plan" || fail "the 9-minute plan does not time SDPA's forward"
 
@@ -47,5 +63,6 @@ done
 grep -q "^run  sdpa_bwd:fp16:" <<<"$plan" || fail "the backward plan does not time SDPA's backward:"$'\n'"$plan"
 grep -q "^skip sdpa:fp16:" <<<"$plan" ||
   fail "the backward plan times SDPA's forward before what fits:"$'\n'"$plan"
-echo "plan-check: PASS: the 9-minute plan times every forward stage and SDPA's forward; the" \
+echo "plan-check: PASS: the whole tree's 9-minute dry run ($secs s) holds every file it runs, runs" \
+  "every stage's suite and times every forward stage and SDPA's forward; the" \
   "backward plan ($backward_words) times each backward stage and SDPA's backward"

@@ -3,7 +3,7 @@
 # build can tell whether a stage's kernels are the ones a committed GPU run measured.
 #
 #   tests/ptx-manifest.sh [--rev REV] [--arch ARCH] [--root DIR] [-o FILE] [--cubin FILE]
-#                         SOURCE...
+#                         [--ptx FILE] SOURCE...
 #   tests/ptx-manifest.sh --measured MANIFEST -o FILE
 #
 # SOURCE: paths relative to the repository root (stages/04_cp_async/kernels.cu). --rev: take the
@@ -15,6 +15,8 @@
 # `nvcc -O3 -lineinfo --cubin` makes, up to the per-compile tag of unnamed namespaces, so that
 # bench/sass-trips.py (CTest emu.sass.trips) disassembles the build's cubin instead of compiling
 # the stage again. The PTX is then compiled with -lineinfo; the hashes are the same either way.
+# --ptx: also write that PTX as nvcc made it (one SOURCE only, with --cubin): with the cubin, the
+# device code a GPU build of the stage embeds, by which bench/bundle_size.py bounds the bundle.
 # --measured: MANIFEST is a committed run's (its first line names the nvcc, arch and commit); FILE
 # gets the same hashes as this machine's nvcc makes them: MANIFEST itself when the nvcc is the
 # same, else the manifest made again from the commit's sources in git (a copy of MANIFEST when
@@ -32,7 +34,7 @@
 # that compiled it: PTX from another nvcc may differ without any change to the kernels.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-rev="" arch=sm_90a out="" measured="" cubin=""
+rev="" arch=sm_90a out="" measured="" cubin="" ptx=""
 sources=()
 while (($#)); do
   case $1 in
@@ -41,6 +43,7 @@ while (($#)); do
     --root) root=$2; shift ;;
     -o) out=$2; shift ;;
     --cubin) cubin=$2; shift ;;
+    --ptx) ptx=$2; shift ;;
     --measured) measured=$2; shift ;;
     -*) echo "ptx-manifest: unknown option $1" >&2; exit 2 ;;
     *) sources+=("$1") ;;
@@ -64,6 +67,7 @@ if [[ -n "$measured" ]]; then
 fi
 ((${#sources[@]})) || { echo "usage: ptx-manifest.sh [--rev REV] [--arch ARCH] SOURCE..." >&2; exit 2; }
 [[ -z "$cubin" || ${#sources[@]} == 1 ]] || { echo "ptx-manifest: --cubin takes one SOURCE" >&2; exit 2; }
+[[ -z "$ptx" || -n "$cubin" ]] || { echo "ptx-manifest: --ptx comes with --cubin" >&2; exit 2; }
 filt=$(dirname "$nvcc")/cu++filt
 [[ -x "$filt" ]] || filt=c++filt
 
@@ -79,7 +83,8 @@ if [[ -n "$rev" ]]; then
 fi
 
 if [[ -n "$out" ]]; then
-  "$0" ${rev:+--rev "$rev"} --arch "$arch" --root "$root" ${cubin:+--cubin "$cubin"} "${sources[@]}" > "$work/out.tsv"
+  "$0" ${rev:+--rev "$rev"} --arch "$arch" --root "$root" ${cubin:+--cubin "$cubin"} \
+    ${ptx:+--ptx "$ptx"} "${sources[@]}" > "$work/out.tsv"
   mv "$work/out.tsv" "$out"
   exit 0
 fi
@@ -94,6 +99,10 @@ for src in "${sources[@]}"; do
     "$(dirname "$nvcc")/ptxas" -arch="$arch" -m64 --generate-line-info "$work/raw.ptx" \
       -o "$cubin.tmp"
     mv "$cubin.tmp" "$cubin"
+    if [[ -n "$ptx" ]]; then
+      cp "$work/raw.ptx" "$ptx.tmp"
+      mv "$ptx.tmp" "$ptx"
+    fi
   fi
   grep -v -E '^\s*\.(loc|file)\b|^\s*//' "$work/raw.ptx" |
     awk '/^[ \t]*\.section[ \t]+\.debug_str/ { skip = 1; print "" } !skip { print } skip && /^[ \t]*}/ { skip = 0 }' |

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "flashsteps/device_info.hpp"
 #include "flashsteps/stage.hpp"
@@ -10,6 +11,10 @@ namespace flashsteps::test {
 
 Stage& stage();
 const DeviceInfo& device();
+
+/// The suite on `stage`, with Catch2's command line (tests/gpu/suite_main.cpp): what main() of a
+/// test_<stage> binary returns (tests/gpu/main.cpp).
+int suite_main(int argc, char** argv, std::unique_ptr<Stage> stage);
 
 /// The longest sequence the suite runs. On the CPU emulator (test_emu_<stage>, built with
 /// FLASHSTEPS_EMULATED_BUILD) it is 300 instead of 1000: still ragged for every tile size here
