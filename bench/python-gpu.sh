@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/python-gpu.sh — the Python package's GPU path on a GPU host, one command of about 3 to
-# 5 minutes: builds flashsteps there for this GPU, installs it into a temporary folder (not the
+# bench/python-gpu.sh — the Python package's GPU path on a GPU host, one command of about 4 to
+# 7 minutes: builds flashsteps there for this GPU, installs it into a temporary folder (not the
 # system's Python) and runs flashsteps.attention on CUDA tensors for every stage against PyTorch's
 # scaled_dot_product_attention:
 #   build    pip install --no-index --no-build-isolation --no-deps --target WORK/site . : the
@@ -13,9 +13,14 @@
 #   pytest   python/tests' test_stage_matches_sdpa_on_the_gpu: every forward stage, both dtypes,
 #            both head dims, three ragged shapes; and test_backward_on_the_gpu: the default
 #            backward stage and attention()'s autograd on CUDA tensors (pytest.log)
+#   torch    FLASHSTEPS_TEST_DEVICE=cuda pytest python/tests/test_torch.py: the PyTorch tests the
+#            CPU suite runs on the emulator, on CUDA tensors (autograd against SDPA's math backend
+#            in float32, the float64 reference and SDPA's flash backend; the training loop;
+#            opcheck; torch.compile(fullgraph=True), Triton on CUDA; the SDPA call; a misaligned
+#            tensor refused), then examples/sdpa_in_a_model.py --device cuda (torch.log)
 # then prints a summary (also OUT/summary.txt). Every process runs under `timeout`, never past
-# the budget (--budget-s). OUT gets five files: build.log, compare.log, pytest.log, plan.txt and
-# summary.txt (the device tool brings back at most eight).
+# the budget (--budget-s). OUT gets six files: build.log, compare.log, pytest.log, torch.log,
+# plan.txt and summary.txt (the device tool brings back at most eight).
 #
 #   bench/python-gpu.sh --out DIR [--work DIR] [--arch LIST] [--python PY] [--budget-s N]
 #                       [--build-only] [--dry-run]
@@ -25,7 +30,7 @@
 #   --arch        CMAKE_CUDA_ARCHITECTURES (default: this GPU's, from nvidia-smi; 9.0 gives 90a,
 #                 which the Hopper-only stages 07 need and name themselves anyway)
 #   --python      the interpreter that has torch (default python3): the modules are built for it
-#   --budget-s    wall-clock budget of the whole run (default 290); a step gets what is left
+#   --budget-s    wall-clock budget of the whole run (default 440); a step gets what is left
 #   --build-only  build and install, then stop: no GPU or torch needed (give --arch), to check
 #                 the build on any machine with the CUDA toolkit
 #   --dry-run     print the plan (every command with its timeout) and run nothing; no GPU needed
@@ -52,7 +57,9 @@
 # 07d's kernels.cu, are about 7% of it each. On the host's 16 cores that is about 30 to 60 s,
 # configure included (an estimate: not yet run there); a second run on the same machine rebuilds
 # in seconds. Then about 5 s per stage for the compare processes (Python, torch and the CUDA
-# context start each time: about 1 min) and under 1 min for pytest.
+# context start each time: about 1 min), under 1 min for pytest, and for the torch step an
+# estimate of 1 to 2 min (not yet run on a GPU: torch.compile's Triton compiles dominate it; on
+# the CPU the same file takes the time CTest's python.pytest adds for it).
 #
 # Exit codes: 0 every step passed, 1 a step failed (build, a mismatch, a timeout, a missing tool),
 # 2 bad arguments, 3 no GPU here (the message says why).
@@ -61,7 +68,7 @@ set -uo pipefail
 usage() { sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
 die2() { echo "python-gpu: $1 (see --help)" >&2; exit 2; }
 
-out="" work="${TMPDIR:-/tmp}/flashsteps-python-gpu" arch="" python=python3 budget=290
+out="" work="${TMPDIR:-/tmp}/flashsteps-python-gpu" arch="" python=python3 budget=440
 build_only=0 dry_run=0
 while (($#)); do
   case "$1" in
@@ -126,7 +133,7 @@ gpu_arch() {
 }
 
 # Step timeouts (seconds); each is also capped by what is left of the budget when it starts.
-t_build=180 t_stage=45 t_pytest=150
+t_build=180 t_stage=45 t_pytest=150 t_torch=150
 ((build_only)) && t_build=$budget  # nothing else to leave time for
 site="$work/site"
 build_dir="$work/build"
@@ -149,6 +156,9 @@ make_compare_cmd() {
 }
 pytest_cmd=("$python" -m pytest -q -rs -p no:cacheprovider python/tests/test_attention.py
   python/tests/test_backward.py -k "test_stage_matches_sdpa_on_the_gpu or test_backward_on_the_gpu")
+torch_cmd=(env FLASHSTEPS_TEST_DEVICE=cuda "$python" -m pytest -q -rs -p no:cacheprovider
+  python/tests/test_torch.py)
+example_cmd=("$python" examples/sdpa_in_a_model.py --device cuda)
 
 plan() {
   echo "python-gpu plan: ${#stages[@]} stages, budget ${budget} s, logs in $out"
@@ -164,6 +174,8 @@ plan() {
     echo "  [compare $s, timeout ${t_stage} s] ${compare_cmd[*]}"
   done
   echo "  [pytest, timeout ${t_pytest} s] ${pytest_cmd[*]}"
+  echo "  [torch, timeout ${t_torch} s] ${torch_cmd[*]}"
+  echo "  [example, timeout ${t_stage} s] ${example_cmd[*]}"
 }
 
 if ((dry_run)); then
@@ -223,7 +235,7 @@ outcome() {
 }
 
 mkdir -p "$out" "$work" || exit 1
-rm -f "$out"/{build,compare,pytest}.log "$out"/{plan,summary}.txt
+rm -f "$out"/{build,compare,pytest,torch}.log "$out"/{plan,summary}.txt
 plan >"$out/plan.txt"
 summary=()
 failed=0
@@ -355,6 +367,24 @@ if ((!build_only && !failed)); then
     failed=1
   else
     note "pytest test_stage_matches_sdpa_on_the_gpu: ${result}"
+  fi
+  # torch: every test of test_torch.py on CUDA tensors; none may fail or skip (the GPU is here).
+  run_step torch "$t_torch" "$out/torch.log" "${torch_cmd[@]}"
+  result=$(grep -E ' in [0-9.]+s( \([0-9:]+\))?$' "$out/torch.log" | tail -n1 | tr -d '=' |
+    sed 's/^ *//; s/ *$//')
+  if ((step_rc != 0)) || [[ ! $result =~ [0-9]+\ passed || $result =~ failed|error|skipped ]]; then
+    note "pytest test_torch.py on CUDA: FAIL ($(outcome "$step_rc"): ${result:-no result}; torch.log)"
+    failed=1
+  else
+    note "pytest test_torch.py on CUDA: ${result}"
+  fi
+  run_step example "$t_stage" "$out/torch.log" "${example_cmd[@]}"
+  if ((step_rc != 0)); then
+    note "examples/sdpa_in_a_model.py --device cuda: FAIL ($(outcome "$step_rc"); torch.log)"
+    failed=1
+  else
+    note "examples/sdpa_in_a_model.py --device cuda: $(grep -E '^(PASS|FAIL)' "$out/torch.log" |
+      tail -n1)"
   fi
 fi
 

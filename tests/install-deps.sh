@@ -76,14 +76,21 @@ if ! have_cmake; then
 fi
 
 # The Python package's build and tests (python/; the cpu preset's Python is build/venv): nanobind,
-# NumPy, pytest and ml_dtypes (NumPy's bfloat16) from PyPI, which Debian 12 lacks in part and
-# whose pip installs nothing system-wide. NVIDIA's cuobjdump and nvdisasm (6 MB; not in the
-# toolkit's nvcc-only install) disassemble the stages' sm_90a cubins for bench/sass-trips.py
-# (CTest emu.sass.trips); 13.2.51 is the oldest release on PyPI (13.0 is not there).
+# NumPy, pytest, ml_dtypes (NumPy's bfloat16) and PyTorch from PyPI, which Debian 12 lacks in part
+# and whose install touches nothing system-wide. PyTorch is not optional for the tests: its
+# autograd, torch.library and torch.compile paths are tested on the emulator (python/tests), and
+# CTest's python.pytest fails where it is missing. PyPI's torch wheel for Linux x86-64 is the
+# CUDA build: with its nvidia-* dependencies it is about 2.8 GB to fetch, and runs on a machine
+# without a GPU as well. uv (from PyPI) installs the lot: it keeps every unpacked wheel in its
+# cache (~/.cache/uv, or UV_CACHE_DIR) and hardlinks the files into the venv where the two share
+# a filesystem, so a clean clone on a machine that installed them once installs them in seconds.
+# NVIDIA's cuobjdump and nvdisasm (6 MB; not in the toolkit's nvcc-only install) disassemble the
+# stages' sm_90a cubins for bench/sass-trips.py (CTest emu.sass.trips); 13.2.51 is the oldest
+# release on PyPI (13.0 is not there).
 venv="$(dirname "${BASH_SOURCE[0]}")/../build/venv"
-py_pkgs=("nanobind>=2.2,<4" "numpy>=1.24" "pytest>=7" "ml_dtypes>=0.4"
+py_pkgs=("nanobind>=2.2,<4" "numpy>=1.24" "pytest>=7" "ml_dtypes>=0.4" "torch>=2.5"
   "nvidia-cuda-cuobjdump==13.2.51" "nvidia-cuda-nvdisasm==13.2.51")
-if ! "$venv/bin/python" -c "import nanobind, numpy, pytest, ml_dtypes" 2>/dev/null ||
+if ! "$venv/bin/python" -c "import nanobind, numpy, pytest, ml_dtypes, torch" 2>/dev/null ||
   ! compgen -G "$venv/lib/python3*/site-packages/nvidia/cu13/bin/nvdisasm" >/dev/null; then
   if [[ "${FLASHSTEPS_NO_INSTALL:-0}" == 1 ]]; then
     echo "install-deps: not installing (FLASHSTEPS_NO_INSTALL=1); $venv lacks: ${py_pkgs[*]}" >&2
@@ -92,12 +99,16 @@ if ! "$venv/bin/python" -c "import nanobind, numpy, pytest, ml_dtypes" 2>/dev/nu
     echo "install-deps: ${venv%/*} is not writable: no $venv, which the cpu preset's Python" \
       "package tests (FLASHSTEPS_PYTHON) need" >&2
   else
-    echo "install-deps: making $venv with ${py_pkgs[*]}: the Python package's build and tests"
+    echo "install-deps: making $venv with ${py_pkgs[*]}: the Python package's build and tests" \
+      "(torch: about 2.8 GB to download the first time on this machine, then from uv's cache)"
+    t0=$SECONDS
     { [[ -x "$venv/bin/pip" ]] || python3 -m venv "$venv"; } &&
-      "$venv/bin/pip" install -q "${py_pkgs[@]}" || {
+      { [[ -x "$venv/bin/uv" ]] || "$venv/bin/pip" install -q --disable-pip-version-check uv; } &&
+      "$venv/bin/uv" pip install -q --python "$venv/bin/python" "${py_pkgs[@]}" || {
       echo "install-deps: making the Python environment $venv failed (above)" >&2
       exit 1
     }
+    echo "install-deps: $venv ready in $((SECONDS - t0)) s (uv cache: $("$venv/bin/uv" cache dir))"
   fi
 fi
 

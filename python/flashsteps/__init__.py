@@ -4,8 +4,12 @@
     o = flashsteps.attention(q, k, v, stage="06c_swizzle", causal=True)
     dq, dk, dv = flashsteps.attention_backward(q, k, v, o, lse, do, causal=True)
 
-With PyTorch, ``attention()`` on tensors that require grad is differentiable: its backward runs a
+With PyTorch, ``attention()`` on tensors is the registered operator ``torch.ops.flashsteps.attention``
+(``torch.library.custom_op``, with fake implementations, so ``torch.compile`` graphs do not break
+on it) and is differentiable: its backward, ``torch.ops.flashsteps.attention_backward``, runs a
 backward stage (``backward_stage``, default ``DEFAULT_BACKWARD_STAGE``).
+``scaled_dot_product_attention()`` takes ``torch.nn.functional.scaled_dot_product_attention``'s
+arguments, for a model that calls SDPA.
 
 ``q``, ``k`` and ``v`` are any DLPack arrays in PyTorch SDPA's layout: Q ``[B, H, Sq, D]``, K and
 V ``[B, H, Skv, D]``, contiguous, float16 or bfloat16. CUDA arrays (PyTorch, CuPy) run on the GPU,
@@ -21,12 +25,16 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple, Union
 
-__all__ = ["DEFAULT_BACKWARD_STAGE", "Stage", "attention", "attention_backward", "layout",
-           "stages"]
+__all__ = ["DEFAULT_BACKWARD_STAGE", "DEFAULT_STAGE", "Stage", "attention", "attention_backward",
+           "layout", "scaled_dot_product_attention", "stages"]
 
 #: The backward stage ``attention_backward()`` and the gradient of ``attention()`` run unless told
 #: otherwise: the first step of the backward line (its chapter in the book's Part IV).
 DEFAULT_BACKWARD_STAGE = "09a_bwd_scalar"
+
+#: The forward stage ``scaled_dot_product_attention()`` runs unless told otherwise: the last step of
+#: the sm_80 line (Part II), which runs on every GPU the project supports and on the emulator.
+DEFAULT_STAGE = "06c_swizzle"
 
 # DLPack device types (dlpack.h, DLDeviceType).
 _DL_CPU = 1
@@ -218,8 +226,10 @@ def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = 
             emulator; ``False`` runs on the GPU only.
         backward_stage: with PyTorch tensors that require grad, the backward stage the gradient
             runs (``DEFAULT_BACKWARD_STAGE`` unless named): the result is differentiable, through
-            a ``torch.autograd.Function`` that pairs ``stage`` (forward) with it (backward). LSE
-            is not differentiable (a loss that uses it gets no gradient through it).
+            the autograd formula registered for ``torch.ops.flashsteps.attention``, which pairs
+            ``stage`` (forward) with it (backward). LSE is not differentiable (a loss that uses it
+            gets no gradient through it), and neither is the gradient (double backward raises
+            RuntimeError).
 
     Returns:
         O ``[B, H, Sq, D]`` in Q's dtype, as the same kind of array on the same device as Q
@@ -238,8 +248,16 @@ def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = 
     back into new arrays. An emulated result shows the kernels' logic, indexing and
     synchronisation, not speed or the hardware's rounding (emu/README.md).
 
-    Nothing else is copied or converted: a wrong dtype, a non-contiguous array or arrays on two
-    devices are refused.
+    Nothing else is copied or converted: a wrong dtype, a non-contiguous array (a transposed or
+    sliced view: pass ``x.contiguous()``) or arrays on two devices are refused. Alignment: on the
+    emulator any contiguous array runs (it is copied); on the GPU the stages that move 16-byte
+    pieces (03 onwards) refuse Q, K, V or O not 16-byte aligned (a view at an odd offset: pass
+    ``x.clone()``) with ValueError.
+
+    With PyTorch tensors this is ``torch.ops.flashsteps.attention`` (its schema:
+    ``(q, k, v, stage, backward_stage, causal, scale, emulate) -> (O, LSE)``), which
+    ``torch.compile`` traces without a graph break (its fake implementation gives the outputs'
+    shapes) and ``torch.library.opcheck`` checks; a stage name is resolved when it runs.
 
     Raises:
         ValueError: a bad problem (shapes, dtypes, layout, devices, scale, sizes, a zero-size
@@ -252,10 +270,10 @@ def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = 
             reports (``stageNN``'s exit code 3, or 1).
         TypeError: ``q``, ``k`` or ``v`` is not a DLPack array.
     """
-    if _framework(q) == "torch" and _wants_grad(q, k, v):
-        o, lse = _autograd_function().apply(q, k, v, _stage_name(stage),
-                                            _stage_name(backward_stage), bool(causal), scale,
-                                            emulate)
+    if _framework(q) == "torch":
+        o, lse = _torch_ops().attention(q, k, v, _stage_arg(stage), _stage_arg(backward_stage),
+                                        bool(causal), None if scale is None else float(scale),
+                                        None if emulate is None else bool(emulate))
     else:
         o, lse = _forward(q, k, v, _stage_name(stage), causal, scale, emulate)
     return (o, lse) if return_lse else o
@@ -289,46 +307,163 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any, *,
         ValueError, RuntimeError, TypeError: as ``attention()``; also ValueError for a forward
             stage, or a dO, O or LSE that does not match Q.
     """
+    if _framework(q) == "torch":
+        return tuple(_torch_ops().attention_backward(
+            q, k, v, o, lse, dout, _stage_arg(stage), bool(causal),
+            None if scale is None else float(scale), None if emulate is None else bool(emulate)))
     return _backward(q, k, v, o, lse, dout, _stage_name(stage), causal, scale, emulate)
 
 
-def _wants_grad(*xs: Any) -> bool:
-    import torch
+def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False,
+                                 scale: Optional[float] = None, enable_gqa: bool = False, *,
+                                 stage: Union[str, int] = DEFAULT_STAGE,
+                                 backward_stage: Union[str, int] = DEFAULT_BACKWARD_STAGE,
+                                 emulate: Optional[bool] = None) -> Any:
+    """``torch.nn.functional.scaled_dot_product_attention``'s call, run by a stage.
 
-    return torch.is_grad_enabled() and any(x.requires_grad for x in xs)
+    Every argument means what it means to SDPA; those the stages do not compute are refused, never
+    ignored. A model that calls SDPA runs a stage when this function takes SDPA's place (e.g.
+    ``functools.partial(flashsteps.scaled_dot_product_attention, stage="06c_swizzle")``;
+    examples/sdpa_in_a_model.py).
+
+    Args:
+        query: ``[B, H, L, E]``, float16 or bfloat16, contiguous (``attention()``'s Q; SDPA's
+            other ranks are refused).
+        key, value: ``[B, H, S, E]``, as query (SDPA's ``Ev != E`` is refused).
+        attn_mask: must be None: a mask is not supported (ValueError); causal attention is
+            ``is_causal``.
+        dropout_p: must be 0.0: dropout is not supported (ValueError).
+        is_causal: SDPA's causal mask, aligned to the top left: query i sees key j when j <= i.
+            The stages align it to the bottom right (``attention(causal=True)``); the two agree
+            when L == S, and is_causal with L != S is refused (ValueError).
+        scale: None gives 1/sqrt(E), as SDPA; otherwise a positive finite number. SDPA's 0.0
+            (uniform weights) is refused, as is a negative scale (ValueError): the stages take 0
+            to mean the default.
+        enable_gqa: must be False: the stages take as many K/V heads as query heads (ValueError).
+        stage: the forward stage (``DEFAULT_STAGE`` unless named), as for ``attention()``.
+        backward_stage, emulate: as for ``attention()``.
+
+    Returns:
+        The attention output ``[B, H, L, E]``, as ``attention()`` returns O; differentiable as
+        it is.
+
+    Raises:
+        ValueError: an argument the stages do not support (above), or what ``attention()``
+            raises it for.
+        RuntimeError, TypeError: as ``attention()``.
+    """
+    who = "flashsteps.scaled_dot_product_attention"
+    if attn_mask is not None:
+        raise ValueError(f"{who}: attn_mask is not supported: the stages compute unmasked or "
+                         "causal attention (is_causal=True); pass attn_mask=None")
+    if dropout_p != 0.0:
+        raise ValueError(f"{who}: dropout_p = {dropout_p} is not supported: no stage drops "
+                         "attention weights; pass dropout_p=0.0 (e.g. when not training)")
+    if enable_gqa:
+        raise ValueError(f"{who}: enable_gqa=True is not supported: the stages take as many K and "
+                         "V heads as query heads; repeat K and V per group "
+                         "(k.repeat_interleave(groups, dim=1)) and pass enable_gqa=False")
+    if scale is not None and not scale > 0.0:
+        raise ValueError(f"{who}: scale = {scale} is not supported: the stages take a positive "
+                         "finite scale (None gives SDPA's 1/sqrt(E))")
+    sq = query.shape[-2] if len(query.shape) >= 2 else None
+    skv = key.shape[-2] if len(key.shape) >= 2 else None
+    if is_causal and sq != skv:
+        raise ValueError(f"{who}: is_causal=True with L = {sq} queries and S = {skv} keys is not "
+                         "supported: SDPA aligns its causal mask to the top left (query i sees "
+                         "key j <= i), the stages to the bottom right (j <= i + S - L); they agree "
+                         "only when L == S (flashsteps.attention(causal=True) is the bottom-right "
+                         "one)")
+    return attention(query, key, value, stage=stage, causal=is_causal, scale=scale,
+                     emulate=emulate, backward_stage=backward_stage)
 
 
-def _autograd_function() -> Any:
-    """The torch.autograd.Function that pairs a forward stage with a backward stage (made once,
-    on first use: PyTorch is optional)."""
-    global _AUTOGRAD
-    if _AUTOGRAD is not None:
-        return _AUTOGRAD
-    import torch
-
-    class AttentionFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, q, k, v, stage, backward_stage, causal, scale, emulate):
-            q, k, v = (x.detach() for x in (q, k, v))  # DLPack exports no tensor that needs grad
-            o, lse = _forward(q, k, v, stage, causal, scale, emulate)
-            ctx.save_for_backward(q, k, v, o, lse)
-            ctx.config = (backward_stage, causal, scale, emulate)
-            ctx.mark_non_differentiable(lse)
-            return o, lse
-
-        @staticmethod
-        def backward(ctx, do, _dlse):
-            q, k, v, o, lse = ctx.saved_tensors
-            backward_stage, causal, scale, emulate = ctx.config
-            dq, dk, dv = _backward(q, k, v, o, lse, do.contiguous(), backward_stage, causal,
-                                   scale, emulate)
-            return dq, dk, dv, None, None, None, None, None
-
-    _AUTOGRAD = AttentionFunction
-    return _AUTOGRAD
+def _stage_arg(stage: Union[str, int]) -> str:
+    """A stage as the operators' schema takes it (a string; resolved by _stage_name() when the
+    operator runs, so that torch.compile traces no look-up)."""
+    if isinstance(stage, int) and not isinstance(stage, bool):
+        return f"{stage:02d}"
+    if isinstance(stage, str):
+        return stage
+    raise ValueError(f"unknown stage {stage!r}: a name, its number as '07d' or '05', or 5")
 
 
-_AUTOGRAD: Any = None
+class _TorchOps:
+    """The PyTorch operators: ``torch.ops.flashsteps.attention`` and ``.attention_backward``."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self.attention = _register_attention_ops(torch)
+        self.attention_backward = torch.ops.flashsteps.attention_backward
+
+
+def _register_attention_ops(torch: Any) -> Any:
+    """Registers flashsteps::attention and flashsteps::attention_backward with torch.library
+    (custom_op: a CPU and a CUDA implementation, which run a stage through _forward and _backward;
+    a fake one each, for torch.compile and meta tensors; the forward's autograd formula, whose
+    backward is the backward operator; and the backward's, which refuses a double backward).
+    Returns the forward operator."""
+    lib = torch.library
+
+    @lib.custom_op("flashsteps::attention", mutates_args=(),
+                   schema="(Tensor q, Tensor k, Tensor v, str stage, str backward_stage, "
+                          "bool causal, float? scale, bool? emulate) -> (Tensor, Tensor)")
+    def attention_op(q, k, v, stage, backward_stage, causal, scale, emulate):
+        return _forward(q, k, v, _stage_name(stage), causal, scale, emulate)
+
+    @attention_op.register_fake
+    def _(q, k, v, stage, backward_stage, causal, scale, emulate):
+        return torch.empty_like(q), q.new_empty(q.shape[:-1], dtype=torch.float32)
+
+    @lib.custom_op("flashsteps::attention_backward", mutates_args=(),
+                   schema="(Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, Tensor dout, "
+                          "str stage, bool causal, float? scale, bool? emulate) "
+                          "-> (Tensor, Tensor, Tensor)")
+    def attention_backward_op(q, k, v, o, lse, dout, stage, causal, scale, emulate):
+        return _backward(q, k, v, o, lse, dout, _stage_name(stage), causal, scale, emulate)
+
+    @attention_backward_op.register_fake
+    def _(q, k, v, o, lse, dout, stage, causal, scale, emulate):
+        return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+    def setup_context(ctx, inputs, output):
+        q, k, v, _, backward_stage, causal, scale, emulate = inputs
+        o, lse = output
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.config = (backward_stage, causal, scale, emulate)
+        ctx.mark_non_differentiable(lse)
+
+    def backward(ctx, do, _dlse):
+        q, k, v, o, lse = ctx.saved_tensors
+        backward_stage, causal, scale, emulate = ctx.config
+        dq, dk, dv = attention_backward_op(q, k, v, o, lse, do.contiguous(), backward_stage,
+                                           causal, scale, emulate)
+        return dq, dk, dv, None, None, None, None, None
+
+    attention_op.register_autograd(backward, setup_context=setup_context)
+
+    def no_double_backward(ctx, *grads):
+        raise RuntimeError("flashsteps::attention: double backward is not supported: the "
+                           "backward stages compute dQ, dK and dV, and nothing differentiates "
+                           "them (a gradient of a gradient, after create_graph=True)")
+
+    attention_backward_op.register_autograd(no_double_backward,
+                                            setup_context=lambda ctx, inputs, output: None)
+    return attention_op
+
+
+def _torch_ops() -> _TorchOps:
+    """The PyTorch operators, registered once, on first use (PyTorch is optional; importing
+    flashsteps registers them when torch was imported first)."""
+    global _TORCH_OPS
+    if _TORCH_OPS is None:
+        _TORCH_OPS = _TorchOps()
+    return _TORCH_OPS
+
+
+_TORCH_OPS: Optional[_TorchOps] = None
 
 
 def _check_arrays(**arrays: Any) -> None:
@@ -353,6 +488,12 @@ def _pick_module(name: str, q: Any, emulate: Optional[bool]) -> Tuple[Any, bool]
     return module, bool(emulate)
 
 
+def _exportable(x: Any) -> Any:
+    """``x`` as DLPack exports it: a PyTorch tensor that requires grad (Q, K, V, and the O that
+    autograd saved for the backward) refuses the export; its detached view shares its memory."""
+    return x.detach() if _framework(x) == "torch" else x
+
+
 def _call(module: Any, function: str, emulate: bool, arrays: list, causal: bool,
           scale: Optional[float]) -> None:
     """Runs module.<function> on the arrays (inputs and outputs, Q first), as DLPack exchanges on
@@ -366,9 +507,9 @@ def _call(module: Any, function: str, emulate: bool, arrays: list, causal: bool,
         # pending work on the arrays before it (nothing to do when that is its current stream).
         stream = _current_stream(q)
         exchange = stream if stream != 0 else 1  # 1: the legacy default stream, in DLPack
-        args = [x.__dlpack__(stream=exchange) for x in args]
+        args = [_exportable(x).__dlpack__(stream=exchange) for x in args]
     elif _framework(q) == "torch":
-        args = [x.__dlpack__() for x in args]
+        args = [_exportable(x).__dlpack__() for x in args]
     getattr(module, function)(*args, causal=bool(causal),
                               scale=0.0 if scale is None else float(scale), stream=stream,
                               uint16_is_bf16=bf16_bits)
@@ -394,3 +535,7 @@ def _backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any, name: str, ca
     dv = _empty(v, tuple(v.shape), float32=False)
     _call(module, "run_backward", emulate, [q, k, v, o, lse, dout, dq, dk, dv], causal, scale)
     return dq, dk, dv
+
+
+if "torch" in __import__("sys").modules:
+    _torch_ops()  # registered before anyone traces a call (torch.compile)

@@ -2,10 +2,11 @@
 from dataclasses import dataclass
 from typing import Any, Literal, Optional, Tuple, Union, overload
 
-__all__ = ["DEFAULT_BACKWARD_STAGE", "Stage", "attention", "attention_backward", "layout",
-           "stages"]
+__all__ = ["DEFAULT_BACKWARD_STAGE", "DEFAULT_STAGE", "Stage", "attention", "attention_backward",
+           "layout", "scaled_dot_product_attention", "stages"]
 
 DEFAULT_BACKWARD_STAGE: str
+DEFAULT_STAGE: str
 
 @dataclass(frozen=True)
 class Stage:
@@ -36,3 +37,9 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any, *,
                        stage: Union[str, int] = ..., causal: bool = ...,
                        scale: Optional[float] = ...,
                        emulate: Optional[bool] = ...) -> Tuple[Any, Any, Any]: ...
+def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any = ...,
+                                 dropout_p: float = ..., is_causal: bool = ...,
+                                 scale: Optional[float] = ..., enable_gqa: bool = ..., *,
+                                 stage: Union[str, int] = ...,
+                                 backward_stage: Union[str, int] = ...,
+                                 emulate: Optional[bool] = ...) -> Any: ...

@@ -19,11 +19,9 @@ from reference import check, check_against_sdpa, make_inputs, ml_dtypes, referen
 STAGES = [s.name for s in flashsteps.stages() if s.kind == "forward"]
 EMULATED = [s.name for s in flashsteps.stages() if s.emulated and s.kind == "forward"]
 
-try:
-    import torch
-except ImportError:
-    torch = None
-HAVE_CUDA = torch is not None and torch.cuda.is_available()
+import torch  # required: conftest.py says how to get it
+
+HAVE_CUDA = torch.cuda.is_available()
 needs_ml_dtypes = pytest.mark.skipif(ml_dtypes is None, reason="bf16 NumPy arrays need ml_dtypes")
 
 # (B, H, Sq, Skv, causal): ragged lengths (no multiple of any tile) over several K/V tiles (the
@@ -254,7 +252,6 @@ def test_bf16_numpy_round_trip():
     assert check(o, lse, q, k, v, dtype="bf16") == []
 
 
-@pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_torch_cpu_round_trip(dtype):
     q, k, v = make_inputs(1, 2, 10, 12, 64, dtype)

@@ -12,14 +12,10 @@ import flashsteps
 from reference import (check, check_backward, make_backward_inputs, make_inputs, ml_dtypes,
                        reference, reference_backward)
 
-try:
-    import torch
-except ImportError:
-    torch = None
+import torch  # required: conftest.py says how to get it
 
 BACKWARD = flashsteps.DEFAULT_BACKWARD_STAGE
 needs_ml_dtypes = pytest.mark.skipif(ml_dtypes is None, reason="bf16 NumPy arrays need ml_dtypes")
-needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
 
 # (B, H, Sq, Skv, causal): ragged lengths, Sq < Skv, and causal Sq > Skv with rows that see no key.
 SHAPES = [
@@ -128,7 +124,6 @@ def test_a_zero_size_dimension_is_the_runners_refusal(stage, which, size):
 
 # --- PyTorch: attention() differentiable ---------------------------------------------------------
 
-@needs_torch
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_is_differentiable_with_torch(causal):
     """loss = sum(g o O): autograd through a forward stage and the default backward stage, on CPU
@@ -145,7 +140,6 @@ def test_attention_is_differentiable_with_torch(causal):
                           o.detach().numpy(), lse.numpy(), g, causal=causal) == []
 
 
-@needs_torch
 def test_without_grad_attention_takes_no_backward_path():
     q, k, v = make_inputs(1, 1, 9, 9, 64, "fp16")
     tq, tk, tv = (torch.from_numpy(x).requires_grad_() for x in (q, k, v))
@@ -156,7 +150,7 @@ def test_without_grad_attention_takes_no_backward_path():
 
 # --- with PyTorch and a GPU: the backward stage on CUDA tensors (bench/python-gpu.sh) -------------
 
-HAVE_CUDA = torch is not None and torch.cuda.is_available()
+HAVE_CUDA = torch.cuda.is_available()
 
 
 @pytest.mark.skipif(not HAVE_CUDA, reason="needs PyTorch with a CUDA GPU")

@@ -4,7 +4,8 @@
 # tests/cli/no-gpu comes first on PATH, so GPU hosts take the same path): it exits 0, its plan has
 # the build, one compare step for every forward stage of the stage tree the build wrote
 # (stages.json; the names are read from it, not made here), and the pytest step, each with its timeout, and it
-# creates neither its --out nor its --work folder.
+# creates neither its --out nor its --work folder; then the torch step (test_torch.py on CUDA tensors)
+# and the example on CUDA.
 cmake_minimum_required(VERSION 3.25)
 foreach(var ROOT STAGES WORK)
   if(NOT DEFINED ${var})
@@ -57,6 +58,11 @@ if(NOT planned EQUAL count)
 endif()
 expect("[pytest, timeout ")
 expect("-k test_stage_matches_sdpa_on_the_gpu")
+expect("[torch, timeout ")
+expect("FLASHSTEPS_TEST_DEVICE=cuda")
+expect("python/tests/test_torch.py")
+expect("[example, timeout ")
+expect("examples/sdpa_in_a_model.py --device cuda")
 expect("--dry-run: nothing was run")
 foreach(dir out work)
   if(EXISTS "${WORK}/${dir}")
