@@ -84,11 +84,12 @@ fi
 # without a GPU as well. uv (from PyPI) installs the lot: it keeps every unpacked wheel in its
 # cache (~/.cache/uv, or UV_CACHE_DIR) and hardlinks the files into the venv where the two share
 # a filesystem, so a clean clone on a machine that installed them once installs them in seconds.
+# torch is pinned: a newer release would miss that cache and fetch the 2.8 GB again.
 # NVIDIA's cuobjdump and nvdisasm (6 MB; not in the toolkit's nvcc-only install) disassemble the
 # stages' sm_90a cubins for bench/sass-trips.py (CTest emu.sass.trips); 13.2.51 is the oldest
 # release on PyPI (13.0 is not there).
 venv="$(dirname "${BASH_SOURCE[0]}")/../build/venv"
-py_pkgs=("nanobind>=2.2,<4" "numpy>=1.24" "pytest>=7" "ml_dtypes>=0.4" "torch>=2.5"
+py_pkgs=("nanobind>=2.2,<4" "numpy>=1.24" "pytest>=7" "ml_dtypes>=0.4" "torch==2.15.0"
   "nvidia-cuda-cuobjdump==13.2.51" "nvidia-cuda-nvdisasm==13.2.51")
 if ! "$venv/bin/python" -c "import nanobind, numpy, pytest, ml_dtypes, torch" 2>/dev/null ||
   ! compgen -G "$venv/lib/python3*/site-packages/nvidia/cu13/bin/nvdisasm" >/dev/null; then
