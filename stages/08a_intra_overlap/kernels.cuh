@@ -95,7 +95,7 @@ struct HopperTraits {
   /// Dynamic shared memory per block (the table above).
   static constexpr std::size_t kSmemBytes = kOffAnchor + kAnchorBytes + kAlignSlack;
 
-  static_assert(D == 64 || D == 128, "stage 07 instantiates D = 64 and D = 128 only");
+  static_assert(D == 64 || D == 128, "stage 08a instantiates D = 64 and D = 128 only");
   static_assert(sizeof(__half) == kElem && sizeof(__nv_bfloat16) == kElem,
                 "fp16 and bf16 are both 2-byte types");
   static_assert(kConsumerRows == 64, "a consumer warpgroup owns one wgmma m64 strip of Q_i");
