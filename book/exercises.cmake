@@ -97,8 +97,10 @@ function(flashsteps_exercise id)
   set_property(GLOBAL APPEND PROPERTY FS_EXERCISE_IDS ${id})
   set_property(GLOBAL APPEND PROPERTY FS_EXERCISES_OF_${E_STAGE} ${id})
 endfunction()
+# fsemu_exercise_split(): an exercise's regions; fsemu_exercise_anchor(), which stages' exercises
+# call: included first.
+include("${root}/emu/exercises/regions.cmake")
 include("${root}/emu/exercises/exercises.cmake")
-include("${root}/emu/exercises/regions.cmake")  # fsemu_exercise_split(): an exercise's regions
 get_property(write_ids GLOBAL PROPERTY FS_EXERCISE_IDS)
 
 set(errors "")

@@ -35,6 +35,21 @@ function(fsemu_exercise_split text prefix)
   set(${prefix}_N ${n} PARENT_SCOPE)
 endfunction()
 
+# fsemu_exercise_anchor(<text> <anchor> <out> <error>): where an exercise that is cut from its
+# stage's file by the file's own lines (07d's, 08a's) finds one of them: <out> the offset of
+# <anchor> in <text>, <error> empty, or why not when <anchor> does not occur exactly once.
+function(fsemu_exercise_anchor text anchor out error)
+  string(FIND "${text}" "${anchor}" first)
+  string(FIND "${text}" "${anchor}" last REVERSE)
+  set(${out} ${first} PARENT_SCOPE)
+  set(${error} "" PARENT_SCOPE)
+  if(first EQUAL -1)
+    set(${error} "these lines occur 0 times, not once:${anchor}" PARENT_SCOPE)
+  elseif(NOT first EQUAL last)
+    set(${error} "these lines occur more than once:${anchor}" PARENT_SCOPE)
+  endif()
+endfunction()
+
 # The marker line that opens region k of n, with the task wrapped as comment lines of at most 100
 # columns (n = 1: the one region's, as before regions were several).
 function(fsemu_exercise_begin indent id task k n out)

@@ -74,4 +74,17 @@ refused("regions out of order" "${text}" "  return a + b;\n...\n  int b = 2;"
 refused("overlapping regions" "${text}" "  int b = 2;\n  return a + b;\n...\n  return a + b;"
         "  int b = 0;\n...\n  return 0;" "overlaps an earlier one")
 refused("the stub is the solution" "${text}" "  int b = 2;" "  int b = 2;" "STUB is the SOLUTION")
+# An anchor an exercise cuts its region by: its offset (10 + 21 characters of the two lines before
+# it), or why not.
+fsemu_exercise_anchor("${text}" "  int b = 2;\n" at error)
+check("an anchor: its offset" "${at}" "31")
+check("an anchor: no error" "${error}" "")
+fsemu_exercise_anchor("int a;\nint a;\n" "int a;" at error)
+if(NOT error MATCHES "more than once")
+  message(SEND_ERROR "an anchor twice: want 'more than once', got '${error}'")
+endif()
+fsemu_exercise_anchor("${text}" "  int c" at error)
+if(NOT error MATCHES "occur 0 times")
+  message(SEND_ERROR "an absent anchor: want 'occur 0 times', got '${error}'")
+endif()
 message(STATUS "emu.exercise_regions: checked")

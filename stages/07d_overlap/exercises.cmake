@@ -22,11 +22,10 @@ foreach(fs07d_anchor
         "\n      cuda::ptx::mbarrier_arrive(&empty[sp]);  // K_{j-1}, V_{j-1} may be overwritten\n"
         "\n  // The last tile's O += P V"
         "\n    // (No arrive on empty: the producer has issued its last tile and waits for nothing.)\n  }\n")
-  string(FIND "${fs07d_text}" "${fs07d_anchor}" fs07d_first)
-  string(FIND "${fs07d_text}" "${fs07d_anchor}" fs07d_last REVERSE)
-  if(fs07d_first EQUAL -1 OR NOT fs07d_first EQUAL fs07d_last)
-    message(FATAL_ERROR "stages/07d_overlap/exercises.cmake: kernels.cu must hold these lines "
-                        "once (the exercise's region is cut by them):${fs07d_anchor}")
+  fsemu_exercise_anchor("${fs07d_text}" "${fs07d_anchor}" fs07d_first fs07d_error)
+  if(NOT fs07d_error STREQUAL "")
+    message(FATAL_ERROR "stages/07d_overlap/exercises.cmake: kernels.cu must hold each anchor "
+                        "once (the exercise's region is cut by them): ${fs07d_error}")
   endif()
   string(LENGTH "${fs07d_anchor}" fs07d_n)
   math(EXPR fs07d_end "${fs07d_first} + ${fs07d_n}")
@@ -62,6 +61,7 @@ flashsteps_exercise(07d_write_issue_order STAGE 07d_overlap
   TESTS "a non-default softmax scale")
 
 unset(fs07d_text)
+unset(fs07d_error)
 unset(fs07d_at)
 unset(fs07d_solution)
 unset(fs07d_stub)
