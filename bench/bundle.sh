@@ -21,21 +21,31 @@
 #   OUT/bundle.json     the commit built, the architectures, and the stages and baselines bundled
 #
 #   bench/bundle.sh [--arch LIST] [--build-dir DIR] [--stages "06a 07d"] OUT
+#   bench/bundle.sh --from-build DIR [--stages "06a 07d"] OUT
+#   bench/bundle.sh --configure-only [--arch LIST] [--build-dir DIR] [--stages "06a 07d"]
 #   --arch       CMAKE_CUDA_ARCHITECTURES of the build (default 90a: H100/H200; e.g. "80;89",
 #                or native on a GPU host)
 #   --build-dir  the build folder (default build/bundle-<arch>); rebuilt incrementally
 #   --stages     build and bundle only these stages (names or numbers, as run.sh --stages), and
 #                every baseline; default: every stage
+#   --from-build bundle what the build folder DIR already holds, any preset's, for its own
+#                architectures; nothing is configured or built there (CTest bench.bundle checks
+#                the bundle's paths on the cpu build this way). Its suites are those the build
+#                made: the cpu preset's have no watchdog. A GPU run takes a bundle built here
+#   --configure-only  configure the bundle's build and list the stages it would bundle, then stop
+#                (CTest bench.bundle_configure)
 # Nothing in OUT refers to this machine's paths: run.sh finds everything next to itself. The test
 # binaries are built with the kernels' spin-wait watchdogs on, the runners and benches without.
 # Exit codes: 0 ok, 1 build or copy failed, 2 bad arguments.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-arch=90a build="" out="" only=""
+arch=90a build="" out="" only="" from="" configure_only=""
 while (($#)); do
   case "$1" in
     --arch) arch=$2; shift ;;
+    --from-build) from=$2; shift ;;
+    --configure-only) configure_only=1 ;;
     --stages) only=$2; shift ;;
     --build-dir) build=$2; shift ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
@@ -44,15 +54,23 @@ while (($#)); do
   esac
   shift
 done
-[[ -n $out ]] || { echo "bundle.sh: name the OUT folder (see --help)" >&2; exit 2; }
-build=${build:-build/bundle-${arch//[^0-9a-z]/_}}
+[[ -n $out || -n $configure_only ]] || { echo "bundle.sh: name the OUT folder (see --help)" >&2; exit 2; }
+[[ -z $from || -z $configure_only ]] || { echo "bundle.sh: --from-build or --configure-only, not both" >&2; exit 2; }
 command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
 
-# --compress-mode=size: compressed fatbins keep each stage's library (its device code, which its
-# runner, test and bench share) several times smaller. The machine code is the same.
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CUDA_ARCHITECTURES=$arch" \
-  -DCMAKE_CUDA_FLAGS=--compress-mode=size -DFLASHSTEPS_BUILD_BOOK=OFF -DFLASHSTEPS_EMULATION=OFF \
-  >/dev/null
+if [[ -n $from ]]; then
+  [[ -f $from/CMakeCache.txt && -f $from/stages.json ]] ||
+    { echo "bundle.sh: --from-build $from is not a configured build folder (no CMakeCache.txt or stages.json)" >&2; exit 2; }
+  build=$from
+  arch=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$build/CMakeCache.txt")
+else
+  build=${build:-build/bundle-${arch//[^0-9a-z]/_}}
+  # --compress-mode=size: compressed fatbins keep each stage's library (its device code, which its
+  # runner, test and bench share) several times smaller. The machine code is the same.
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CUDA_ARCHITECTURES=$arch" \
+    -DCMAKE_CUDA_FLAGS=--compress-mode=size -DFLASHSTEPS_BUILD_BOOK=OFF -DFLASHSTEPS_EMULATION=OFF \
+    >/dev/null
+fi
 tree_py=bench/stage_tree.py
 tree=$build/stages.json
 # The stages to bundle (in tree order) and every baseline, with their runners: from the tree the
@@ -67,7 +85,17 @@ done < <(python3 "$tree_py" "$tree" field role,runner)
 [[ ${#names[@]} -gt 0 ]] || { echo "bundle.sh: --stages '$only' picks no stage" >&2; exit 2; }
 names+=("${baselines[@]}")
 
-if [[ -z $only ]]; then
+if [[ -n $configure_only ]]; then
+  echo "bundle.sh: $build configured for CUDA architectures $arch; it would bundle: ${names[*]}"
+  exit 0
+elif [[ -n $from ]]; then
+  # Nothing is built: every file the bundle takes must be there already.
+  for n in "${names[@]}"; do
+    for f in "stages/${runner[$n]}" "tests/test_$n" "bench/bench_$n" "resources/$n.ptxas.txt"; do
+      [[ -f $build/$f ]] || { echo "bundle.sh: --from-build $build lacks $f (build it first)" >&2; exit 1; }
+    done
+  done
+elif [[ -z $only ]]; then
   cmake --build "$build" -j"$(nproc)"
 else
   targets=(test_cpu bench_peaks fs_table)

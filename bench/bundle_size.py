@@ -1,20 +1,20 @@
 #!/usr/bin/env python3
 """bench/bundle_size.py — the GPU bundle's size (bench/bundle.sh): measured in a bundle, and bounded
 for the whole stage tree from a build that did not bundle it (CTest bench.bundle, through
-tests/bundle-check.sh --tree-bound; bench.bundle_fits where book/data/bundle_sm_90a.tsv is).
+tests/bundle-check.sh --tree-bound, with the committed book/data/bundle_sm_90a.tsv's fixed part).
 
     bundle_size.py measure BUNDLE [-o TSV]
         The bundle's bytes, each file rounded up to whole 4 KiB blocks as du counts them: the
         total, each stage's files (its runner, test and bench, its libraries, its reports) and
         the fixed part (everything else: the shared harness, test_cpu, the tools, the baseline,
         the scripts). TSV is what book/data/bundle/ commits and README's line is made from.
-    bundle_size.py bound BUILD --fixed TSV|BUNDLE [--limit-mib 40]
+    bundle_size.py bound BUILD --fixed TSV|BUNDLE [--fixed TSV|BUNDLE ...] [--limit-mib 40]
         An upper bound of the sm_90a bundle of every stage in BUILD's tree (BUILD/stages.json),
         made from what BUILD holds: a build for other architectures (the cpu preset's) bounds it
         as well, since only the stages' device code depends on the architecture and BUILD's
         emulated build keeps each stage's sm_90a cubin and PTX (<build>/ptx/<stage>.cubin, .ptx).
-        The fixed part is a measured bundle's (a TSV of `measure`, or a bundle folder). Exit 1
-        when the bound exceeds the limit, 0 when it fits.
+        The fixed part is a measured bundle's (a TSV of `measure`, or a bundle folder); of several,
+        the largest. Exit 1 when the bound exceeds the limit, 0 when it fits.
     bundle_size.py readme TSV README.md
         Rewrites README's generated line on the bundle's size from a `measure` TSV.
 
@@ -256,7 +256,8 @@ def main(argv):
     m.add_argument("-o", dest="out")
     b = sub.add_parser("bound")
     b.add_argument("build")
-    b.add_argument("--fixed", required=True, help="a `measure` TSV or a bundle folder")
+    b.add_argument("--fixed", required=True, action="append",
+                   help="a `measure` TSV or a bundle folder (repeat it: the largest fixed part counts)")
     b.add_argument("--limit-mib", type=float, default=40)
     r = sub.add_parser("readme")
     r.add_argument("tsv")
@@ -273,13 +274,17 @@ def main(argv):
         if a.cmd == "readme":
             readme(a.tsv, a.readme)
             return 0
-        fixed_sizes = measure(a.fixed) if os.path.isdir(a.fixed) else read_tsv(a.fixed)
-        fixed = fixed_sizes["fixed"]
+        fixed, source = -1, None
+        for f in a.fixed:
+            size = (measure(f) if os.path.isdir(f) else read_tsv(f))["fixed"]
+            print(f"bundle_size: fixed part {mib(size)} in {f}")
+            if size > fixed:
+                fixed, source = size, f
         sizes = bound(a.build, fixed)
         per = sorted(sizes.items(), key=lambda kv: -kv[1])
         total = fixed + sum(sizes.values())
         limit = a.limit_mib * MIB
-        print(f"bundle_size: fixed part {mib(fixed)} (from {a.fixed})")
+        print(f"bundle_size: fixed part {mib(fixed)} (from {source}, the largest)")
         for key, value in per:
             print(f"  {key[6:]:24s} {value / 1024:8.0f} KiB")
         verdict = "fits" if total <= limit else "does NOT fit"

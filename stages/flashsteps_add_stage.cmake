@@ -415,7 +415,7 @@ function(_flashsteps_add_emulated_stage name runner dir)
   target_link_libraries(test_emu_${name} PRIVATE ${lib} fs_emu_common flashsteps::catch2)
   set_target_properties(test_emu_${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/tests")
   add_test(NAME emu.${name} COMMAND test_emu_${name} ${FLASHSTEPS_CATCH_ARGS})
-  # COST: among the longest tests, started early (tests/CMakeLists.txt, bench.bundle's COST).
+  # COST: among the longest tests, started early (tests/CMakeLists.txt, emu.profile.compare's COST).
   set_tests_properties(emu.${name} PROPERTIES LABELS "cpu;emu" COST 30
                        FAIL_REGULAR_EXPRESSION "${FLASHSTEPS_CATCH_FAIL}")
 endfunction()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, configures, builds every stage and runs every test.
-# On a machine without a GPU (preset "cpu": every stage compiled for sm_80 and sm_89, and sm_90a
+# On a machine without a GPU (preset "cpu": every stage compiled for sm_80, and sm_90a
 # where a stage needs it) the CPU tests run and the GPU suites report "skipped"; on a GPU host
 # (preset "gpu": compiled for the local GPU) the GPU suites run too.
 #   tests/run.sh [cpu|gpu]          default: gpu if nvidia-smi sees a GPU, else cpu
