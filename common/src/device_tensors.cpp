@@ -1,6 +1,9 @@
 #include "flashsteps/device_tensors.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
 
 #include "flashsteps/device_fill.hpp"
 
@@ -24,12 +27,18 @@ DeviceTensors::DeviceTensors(const Problem& p, std::int64_t workspace_bytes, Sta
       dout_(count_if(kind == StageKind::backward, p.o_elems())),
       dq_(count_if(kind == StageKind::backward, p.q_elems())),
       dk_(count_if(kind == StageKind::backward, p.kv_elems())),
-      dv_(count_if(kind == StageKind::backward, p.kv_elems())) {}
+      dv_(count_if(kind == StageKind::backward, p.kv_elems())),
+      cache_seqlens_(p.cache_seqlens.size()),
+      block_table_(static_cast<std::size_t>(p.num_pages())) {
+  if (!p.cache_seqlens.empty())
+    cache_seqlens_.upload(p.cache_seqlens.data(), p.cache_seqlens.size());
+}
 
 void DeviceTensors::upload(const HostInputs& in) {
   q_.upload(in.q.data(), in.q.size());
   k_.upload(in.k.data(), in.k.size());
   v_.upload(in.v.data(), in.v.size());
+  if (!in.block_table.empty()) block_table_.upload(in.block_table.data(), in.block_table.size());
 }
 
 void DeviceTensors::upload(const BackwardInputs& in) {
@@ -43,6 +52,13 @@ void DeviceTensors::fill_random(std::uint64_t seed, cudaStream_t stream) {
   fill_random_device(q_.get(), p_.q_elems(), p_.dtype, 3 * seed, 0.25f, stream);
   fill_random_device(k_.get(), p_.kv_elems(), p_.dtype, 3 * seed + 1, 0.25f, stream);
   fill_random_device(v_.get(), p_.kv_elems(), p_.dtype, 3 * seed + 2, 0.5f, stream);
+  if (p_.paged()) {  // a shuffled table, as make_inputs() draws one: no sequence's pages in order
+    std::vector<std::int32_t> table(block_table_.size());
+    std::iota(table.begin(), table.end(), 0);
+    std::mt19937_64 rng(seed);
+    std::shuffle(table.begin(), table.end(), rng);
+    block_table_.upload(table.data(), table.size());
+  }
   if (kind_ != StageKind::backward) return;
   fill_random_device(o_.get(), p_.o_elems(), p_.dtype, 3 * seed + 3, 0.5f, stream);
   fill_random_device(dout_.get(), p_.o_elems(), p_.dtype, 3 * seed + 4, 0.0f, stream);
@@ -66,8 +82,8 @@ void DeviceTensors::poison(cudaStream_t stream) {
 }
 
 AttentionArgs DeviceTensors::args() const {
-  return {q_.get(),         k_.get(),    v_.get(),  o_.get(),  lse_.get(),
-          workspace_.get(), dout_.get(), dq_.get(), dk_.get(), dv_.get()};
+  return {q_.get(),    k_.get(),  v_.get(),  o_.get(),  lse_.get(),           workspace_.get(),
+          dout_.get(), dq_.get(), dk_.get(), dv_.get(), cache_seqlens_.get(), block_table_.get()};
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 namespace flashsteps {
@@ -30,13 +31,14 @@ namespace {
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 // One head, exact: doubles throughout.
-void head_exact(const Problem& p, const double* q, const double* k, const double* v, double* o,
-                double* lse, std::int64_t row_begin, std::int64_t row_end) {
+// Row i of sequence b sees keys [0, p.kv_end(b, i)).
+void head_exact(const Problem& p, std::int64_t b, const double* q, const double* k, const double* v,
+                double* o, double* lse, std::int64_t row_begin, std::int64_t row_end) {
   const std::int64_t D = p.head_dim;
   const double scale = p.softmax_scale();
   std::vector<double> s(static_cast<std::size_t>(p.seq_kv));
   for (std::int64_t i = row_begin; i < row_end; ++i) {
-    const std::int64_t end = p.kv_end(i);
+    const std::int64_t end = p.kv_end(b, i);
     double* oi = o + i * D;
     std::fill(oi, oi + D, 0.0);
     if (end == 0) {  // this row sees no key: O = 0, LSE = -inf by the contract
@@ -66,14 +68,15 @@ void head_exact(const Problem& p, const double* q, const double* k, const double
 }
 
 // One head, as a careful fp32 kernel computes it: fp32 scores and sums, P rounded to the dtype.
-void head_same_precision(const Problem& p, const double* q, const double* k, const double* v,
-                         double* o, double* lse, std::int64_t row_begin, std::int64_t row_end) {
+void head_same_precision(const Problem& p, std::int64_t b, const double* q, const double* k,
+                         const double* v, double* o, double* lse, std::int64_t row_begin,
+                         std::int64_t row_end) {
   const std::int64_t D = p.head_dim;
   const float scale = p.softmax_scale();
   std::vector<float> s(static_cast<std::size_t>(p.seq_kv));
   std::vector<float> acc(static_cast<std::size_t>(D));
   for (std::int64_t i = row_begin; i < row_end; ++i) {
-    const std::int64_t end = p.kv_end(i);
+    const std::int64_t end = p.kv_end(b, i);
     double* oi = o + i * D;
     if (end == 0) {
       std::fill(oi, oi + D, 0.0);
@@ -119,11 +122,38 @@ void parallel_for(std::int64_t n, F&& f) {
     t.join();
 }
 
+// A paged K or V, [pages, H_kv, page_size, D], copied into [B, H_kv, Skv, D] through the block
+// table: key j of sequence b is row j % page_size of page block_table[b][j / page_size].
+std::vector<std::uint16_t> gather_pages(const HostInputs& in, const std::vector<std::uint16_t>& t) {
+  const Problem& p = in.problem;
+  const std::int64_t D = p.head_dim, hkv = p.kv_heads(), P = p.page_size;
+  std::vector<std::uint16_t> out(static_cast<std::size_t>(p.batch * hkv * p.seq_kv * D));
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t j = 0; j < p.seq_kv; ++j) {
+      const std::int64_t page = in.block_table.at(b * p.pages_per_seq() + j / P);
+      if (page < 0 || page >= p.num_pages())
+        throw std::invalid_argument("block_table[" + std::to_string(b) + "][" +
+                                    std::to_string(j / P) + "] = " + std::to_string(page) +
+                                    " is outside the pool's " + std::to_string(p.num_pages()) +
+                                    " pages");
+      for (std::int64_t h = 0; h < hkv; ++h) {
+        const auto src = t.begin() + ((page * hkv + h) * P + j % P) * D;
+        std::copy(src, src + D, out.begin() + ((b * hkv + h) * p.seq_kv + j) * D);
+      }
+    }
+  return out;
+}
+
 }  // namespace
 
 Reference reference_attention(const HostInputs& in, const std::vector<std::int64_t>& heads,
                               RefPrecision precision) {
   const Problem& p = in.problem;
+  if (p.paged()) {  // pages first gathered into a contiguous cache, then as below
+    HostInputs flat{in.problem, in.q, gather_pages(in, in.k), gather_pages(in, in.v), {}};
+    flat.problem.page_size = 0;
+    return reference_attention(flat, heads, precision);
+  }
   const std::int64_t D = p.head_dim;
   const auto nh = static_cast<std::int64_t>(heads.size());
   Reference r;
@@ -131,19 +161,23 @@ Reference reference_attention(const HostInputs& in, const std::vector<std::int64
   r.o.assign(nh * p.seq_q * D, 0.0);
   r.lse.assign(nh * p.seq_q, 0.0);
   // Decode each selected head's Q, K, V once, then spread (head, block of rows) over the cores:
-  // a few heads of a long sequence keep every core busy.
+  // a few heads of a long sequence keep every core busy. Query head h of sequence b reads K/V head
+  // p.kv_head_of(h) of that sequence, and its first kv_len(b) keys only.
   std::vector<std::vector<double>> q(nh), k(nh), v(nh);
   parallel_for(nh, [&](std::int64_t idx) {
-    auto decode = [&](const std::vector<std::uint16_t>& t, std::int64_t rows) {
+    auto decode = [&](const std::vector<std::uint16_t>& t, std::int64_t head, std::int64_t rows,
+                      std::int64_t used) {
       std::vector<double> out(static_cast<std::size_t>(rows * D));
-      const std::uint16_t* src = t.data() + heads[idx] * rows * D;
-      for (std::int64_t e = 0; e < rows * D; ++e)
+      const std::uint16_t* src = t.data() + head * rows * D;
+      for (std::int64_t e = 0; e < used * D; ++e)
         out[e] = bits_to_float(src[e], p.dtype);
       return out;
     };
-    q[idx] = decode(in.q, p.seq_q);
-    k[idx] = decode(in.k, p.seq_kv);
-    v[idx] = decode(in.v, p.seq_kv);
+    const std::int64_t b = heads[idx] / p.heads, h = heads[idx] % p.heads;
+    const std::int64_t kv_head = b * p.kv_heads() + p.kv_head_of(h);
+    q[idx] = decode(in.q, heads[idx], p.seq_q, p.seq_q);
+    k[idx] = decode(in.k, kv_head, p.seq_kv, p.kv_len(b));
+    v[idx] = decode(in.v, kv_head, p.seq_kv, p.kv_len(b));
   });
   constexpr std::int64_t kRowsPerTask = 32;
   const std::int64_t blocks = (p.seq_q + kRowsPerTask - 1) / kRowsPerTask;
@@ -153,10 +187,11 @@ Reference reference_attention(const HostInputs& in, const std::vector<std::int64
     const std::int64_t end = std::min(begin + kRowsPerTask, p.seq_q);
     double* o = r.o.data() + idx * p.seq_q * D;
     double* lse = r.lse.data() + idx * p.seq_q;
+    const std::int64_t b = heads[idx] / p.heads;
     if (precision == RefPrecision::exact)
-      head_exact(p, q[idx].data(), k[idx].data(), v[idx].data(), o, lse, begin, end);
+      head_exact(p, b, q[idx].data(), k[idx].data(), v[idx].data(), o, lse, begin, end);
     else
-      head_same_precision(p, q[idx].data(), k[idx].data(), v[idx].data(), o, lse, begin, end);
+      head_same_precision(p, b, q[idx].data(), k[idx].data(), v[idx].data(), o, lse, begin, end);
   });
   return r;
 }
@@ -330,6 +365,11 @@ CheckResult check_attention(const Problem& p, const Reference& exact, const Refe
 // ---- The backward pass ----------------------------------------------------------------------
 
 BackwardInputs make_backward_inputs(const Problem& p, std::uint64_t seed) {
+  if (p.grouped() || p.paged() || !p.cache_seqlens.empty())
+    throw std::invalid_argument(
+        "the backward references take K/V of H heads, contiguous, of Skv "
+        "keys each: " +
+        p.name() + " has a KV cache's layout");
   BackwardInputs in{make_inputs(p, seed), {}, {}, {}};
   std::vector<std::int64_t> all(static_cast<std::size_t>(p.batch_heads()));
   for (std::int64_t h = 0; h < p.batch_heads(); ++h)

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <charconv>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -81,6 +82,37 @@ bool finish_profile(const RunnerOptions& o, std::string_view stage, std::ostream
 }
 #endif
 
+// --cache-lens: "L0,L1,..." (B of them) or "seeded:<n>" into p.cache_seqlens. Returns why not;
+// validate() then checks each length against Skv.
+std::string parse_cache_lens(const std::string& text, Problem& p) {
+  const std::string seeded = "seeded:";
+  if (text.rfind(seeded, 0) == 0) {
+    std::uint64_t seed = 0;
+    const char* first = text.data() + seeded.size();
+    const auto r = std::from_chars(first, text.data() + text.size(), seed);
+    if (r.ec != std::errc{} || r.ptr != text.data() + text.size() || r.ptr == first)
+      return "seeded:<n> takes a non-negative integer seed";
+    p.cache_seqlens = draw_cache_seqlens(p.batch, p.seq_kv, seed);
+    return {};
+  }
+  std::vector<std::int32_t> lens;
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t cut = text.find(',', at);
+    const std::size_t end = cut == std::string::npos ? text.size() : cut;
+    std::int32_t v = 0;
+    const auto r = std::from_chars(text.data() + at, text.data() + end, v);
+    if (r.ec != std::errc{} || r.ptr != text.data() + end || end == at)
+      return "takes B comma-separated integer lengths or seeded:<n>; '" +
+             text.substr(at, end - at) + "' is not an integer";
+    lens.push_back(v);
+    if (cut == std::string::npos) break;
+    at = cut + 1;
+  }
+  p.cache_seqlens = std::move(lens);
+  return {};
+}
+
 }  // namespace
 
 Problem runner_default_problem() {
@@ -135,6 +167,17 @@ std::optional<int> parse_runner_cli(int argc, const char* const* argv, std::stri
       ->check(CLI::IsMember({"fp16", "bf16"}))
       ->capture_default_str();
   app.add_option("--scale", p.scale, "softmax scale (default 1/sqrt(D))");
+  std::string cache_lens;
+  app.add_option("--heads-kv", p.heads_kv,
+                 "K/V heads H_kv, a divisor of H (GQA; 1 is MQA): query head h reads K/V head "
+                 "h / (H / H_kv) (default: H)");
+  app.add_option("--cache-lens", cache_lens,
+                 "keys each sequence's KV cache holds, each in [0, Skv]: B comma-separated "
+                 "lengths (3,0,197), or seeded:<n> for B lengths drawn uniformly from [0, Skv] "
+                 "with seed n (default: Skv each, no cache)");
+  app.add_option("--page-size", p.page_size,
+                 "a paged K/V cache of pages of this many keys, in a shuffled block table "
+                 "(default 0: contiguous)");
   app.add_option("--iters", opts->iters, std::string("timed launches (median reported)") + ignored)
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
@@ -192,6 +235,13 @@ std::optional<int> parse_runner_cli(int argc, const char* const* argv, std::stri
   }
   p.dtype = *parse_dtype(dtype);
   p.seq_kv = seq_kv < 0 ? p.seq_q : seq_kv;
+  if (!cache_lens.empty()) {
+    std::string why = parse_cache_lens(cache_lens, p);
+    if (!why.empty()) {
+      err << refusal(stage, "--cache-lens " + cache_lens + ": " + why) << '\n';
+      return kExitUsage;
+    }
+  }
   if (std::string why = validate(p); !why.empty()) {
     err << refusal(stage, why) << '\n';
     return kExitUsage;
@@ -318,7 +368,7 @@ int run(const RunnerOptions& opt, Stage& stage, std::string_view emulate_offer, 
 #ifdef FLASHSTEPS_EMULATED_BUILD
   if (opt.layout) return print_layout(stage, out);
 #endif
-  if (Support s = stage.supports_problem(p); !s) {
+  if (Support s = supports_problem_of(stage, p); !s) {
     err << refusal(stage.name(), s.reason) << '\n';
     return kExitNoDevice;
   }
@@ -332,7 +382,10 @@ int run(const RunnerOptions& opt, Stage& stage, std::string_view emulate_offer, 
   out << (kEmulatedBuild ? "device   " : "gpu      ") << dev->summary() << '\n';
   out << "stage    " << stage.name() << " — " << stage.title() << '\n';
   out << "problem  " << p.name() << "  (B=" << p.batch << " H=" << p.heads << " Sq=" << p.seq_q
-      << " Skv=" << p.seq_kv << " D=" << p.head_dim << " scale=" << p.softmax_scale() << ")\n";
+      << " Skv=" << p.seq_kv << " D=" << p.head_dim << " scale=" << p.softmax_scale();
+  if (p.grouped()) out << " H_kv=" << p.kv_heads();
+  if (p.paged()) out << " page=" << p.page_size;
+  out << ")\n";
   if (Support s = check_runnable(stage, p, *dev); !s) {
     err << refusal(stage.name(), s.reason) << '\n';
     return kExitNoDevice;

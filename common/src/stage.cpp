@@ -41,9 +41,40 @@ void require_aligned(std::string_view stage, const AttentionArgs& args, std::siz
   }
 }
 
+Support supports_kv_cache(const Stage& s, const Problem& p) {
+  const KvCacheSupport k = s.kv_cache();
+  const std::string stage(s.name());
+  if (p.grouped() && !k.grouped) {
+    return Support::no(stage + " reads K/V with as many heads as Q (heads_kv = heads); heads = " +
+                       std::to_string(p.heads) +
+                       " over heads_kv = " + std::to_string(p.kv_heads()) +
+                       " (GQA/MQA) needs a stage that reads K/V " + "by groups");
+  }
+  if (!p.cache_seqlens.empty() && !k.cache_seqlens) {
+    return Support::no(stage +
+                       " runs every sequence over all seq_kv = " + std::to_string(p.seq_kv) +
+                       " keys; per-sequence cache_seqlens need a stage that reads a KV cache");
+  }
+  if (p.paged() && !k.paged) {
+    return Support::no(stage + " reads K/V contiguous; a paged cache (page_size = " +
+                       std::to_string(p.page_size) + ") needs a stage that reads a block table");
+  }
+  if (p.paged() && p.page_size % k.page_multiple != 0) {
+    return Support::no("page_size = " + std::to_string(p.page_size) + ": " + stage +
+                       " takes pages of a multiple of " + std::to_string(k.page_multiple) +
+                       " keys");
+  }
+  return Support::yes();
+}
+
+Support supports_problem_of(const Stage& s, const Problem& p) {
+  if (Support sup = supports_kv_cache(s, p); !sup) return sup;
+  return s.supports_problem(p);
+}
+
 Support check_runnable(const Stage& s, const Problem& p, const DeviceInfo& dev) {
   if (std::string why = validate(p); !why.empty()) return Support::no(why);
-  if (Support sup = s.supports_problem(p); !sup) return sup;
+  if (Support sup = supports_problem_of(s, p); !sup) return sup;
   if (Support sup = supports_device(s, dev); !sup) return sup;
   if (Support sup = s.supports(p, dev); !sup) return sup;
   if (std::string why = check_fits_memory(p, s.workspace_bytes(p), free_device_memory(), s.kind());

@@ -23,8 +23,8 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -274,7 +274,7 @@ Problem checked_problem(const Arrays& a, bool causal, double scale, bool uint16_
                 (stage().kind() == StageKind::backward ? "attention_backward" : "attention") +
                 "() runs it");
   }
-  if (Support s = stage().supports_problem(p); !s) bad_problem(s.reason);
+  if (Support s = supports_problem_of(stage(), p); !s) bad_problem(s.reason);
   if (!a.backward()) return p;
   // dO is the caller's: Q's shape, dtype, layout and device; dQ, dK, dV come from __init__.py.
   const Input& dout = *a.dout;
@@ -322,7 +322,7 @@ void run_arrays(Arrays& a, bool causal, double scale, bool uint16_is_bf16) {
     to->resize(x.size());
     std::memcpy(to->data(), static_cast<const char*>(x.data()), x.nbytes());
   };
-  BackwardInputs in{{p, {}, {}, {}}, {}, {}, {}};
+  BackwardInputs in{{p, {}, {}, {}, {}}, {}, {}, {}};
   take(a.q, &in.fwd.q);
   take(a.k, &in.fwd.k);
   take(a.v, &in.fwd.v);
@@ -481,7 +481,7 @@ nb::dict info() {
         p.head_dim = dim;
         p.dtype = t;
         p.causal = causal;
-        ok = ok && validate(p).empty() && stage().supports_problem(p);
+        ok = ok && validate(p).empty() && supports_problem_of(stage(), p);
       }
       any = any || ok;
       if (ok && t == DType::fp16) dims.push_back(dim);

@@ -99,3 +99,34 @@ TEST_CASE("invalid problems exit 2, naming the limit") {
   REQUIRE(r.code);
   CHECK_THAT(r.err, ContainsSubstring("heads = -3"));
 }
+
+TEST_CASE("kv cache: the runner takes --heads-kv, --cache-lens and --page-size, refusing with 2") {
+  Parsed r = parse({"-b", "3", "--heads", "8", "--heads-kv", "2", "--seq", "4", "--seq-kv", "40",
+                    "--cache-lens", "40,0,7", "--page-size", "16"});
+  REQUIRE_FALSE(r.code);
+  CHECK(r.opt.problem.kv_heads() == 2);
+  CHECK(r.opt.problem.cache_seqlens == std::vector<std::int32_t>{40, 0, 7});
+  CHECK(r.opt.problem.page_size == 16);
+  r = parse({"-b", "4", "--seq-kv", "50", "--cache-lens", "seeded:9"});
+  REQUIRE_FALSE(r.code);
+  CHECK(r.opt.problem.cache_seqlens == draw_cache_seqlens(4, 50, 9));
+  CHECK(r.opt.problem.cache_seqlens.size() == 4);
+  for (std::int32_t len : r.opt.problem.cache_seqlens)
+    CHECK((len >= 0 && len <= 50));
+  const std::pair<std::vector<const char*>, const char*> bad[] = {
+      {{"--heads", "8", "--heads-kv", "3"}, "heads = 8 is not a multiple of heads_kv = 3"},
+      {{"-b", "2", "--cache-lens", "1,2,3"}, "3 lengths for batch = 2"},
+      {{"-b", "2", "--seq", "10", "--cache-lens", "1,11"}, "cache_seqlens[1] = 11"},
+      {{"-b", "2", "--cache-lens", "1,x"}, "'x' is not an integer"},
+      {{"-b", "2", "--cache-lens", "1,"}, "'' is not an integer"},
+      {{"--cache-lens", "seeded:"}, "seeded:<n> takes"},
+      {{"--page-size", "-4"}, "page_size = -4"},
+      {{"--heads-kv", "two"}, "--help"}};
+  for (const auto& [args, why] : bad) {
+    r = parse(args);
+    INFO(why);
+    REQUIRE(r.code);
+    CHECK(*r.code == kExitUsage);
+    CHECK_THAT(r.err, ContainsSubstring(why));
+  }
+}

@@ -25,7 +25,7 @@ Problem shape(std::int64_t sq, std::int64_t skv, std::int64_t d, bool causal,
 }
 
 HostInputs filled(const Problem& p, float q, float k, float v) {
-  HostInputs in{p, {}, {}, {}};
+  HostInputs in{p, {}, {}, {}, {}};
   in.q.assign(p.q_elems(), float_to_bits(q, p.dtype));
   in.k.assign(p.kv_elems(), float_to_bits(k, p.dtype));
   in.v.assign(p.kv_elems(), float_to_bits(v, p.dtype));

@@ -38,16 +38,18 @@ namespace {
 // A stage with nothing but the names and the compute capability a refusal reads.
 class FakeStage final : public Stage {
  public:
-  explicit FakeStage(int min_cc) : min_cc_(min_cc) {}
+  explicit FakeStage(int min_cc, KvCacheSupport kv = {}) : min_cc_(min_cc), kv_(kv) {}
   std::string_view name() const override { return "99_test"; }
   std::string_view title() const override { return "test"; }
   int min_compute_capability() const override { return min_cc_; }
+  KvCacheSupport kv_cache() const override { return kv_; }
   Support supports(const Problem&, const DeviceInfo&) const override { return Support::yes(); }
   void launch(const Problem&, const AttentionArgs&, cudaStream_t) const override {}
   std::vector<KernelLaunchInfo> kernels(const Problem&) const override { return {}; }
 
  private:
   int min_cc_;
+  KvCacheSupport kv_;
 };
 }  // namespace
 
@@ -79,4 +81,34 @@ TEST_CASE("no GPU is said plainly: CUDA's 'insufficient driver' without a driver
   const std::string other = no_gpu_reason(cudaErrorDevicesUnavailable, 13000, 13000);
   CHECK(other.find("no usable NVIDIA GPU") != std::string::npos);
   CHECK(other.find("cudaErrorDevicesUnavailable") != std::string::npos);
+}
+
+TEST_CASE("kv cache: a stage is refused what it does not read, by name, in one shared check") {
+  Problem p;
+  p.batch = 3;
+  p.heads = 8;
+  p.heads_kv = 2;
+  p.seq_kv = 37;
+  const FakeStage plain(80);
+  Support s = supports_problem_of(plain, p);
+  CHECK_FALSE(s.ok);
+  CHECK_THAT(s.reason, ContainsSubstring("99_test reads K/V with as many heads as Q"));
+  p.heads_kv = 0;
+  p.cache_seqlens = {1, 2, 3};
+  CHECK_THAT(supports_problem_of(plain, p).reason, ContainsSubstring("cache_seqlens"));
+  p.cache_seqlens.clear();
+  p.page_size = 16;
+  CHECK_THAT(supports_problem_of(plain, p).reason, ContainsSubstring("paged cache (page_size"));
+  p.page_size = 0;
+  CHECK(supports_problem_of(plain, p).ok);
+  // A stage that reads all three takes them, page sizes of its multiple only.
+  const FakeStage reader(80, {true, true, true, 16});
+  p.heads_kv = 1;
+  p.causal = true;
+  p.cache_seqlens = {0, 1, 37};
+  p.page_size = 32;
+  CHECK(supports_problem_of(reader, p).ok);
+  p.page_size = 24;
+  CHECK_THAT(supports_problem_of(reader, p).reason,
+             ContainsSubstring("takes pages of a multiple of 16 keys"));
 }

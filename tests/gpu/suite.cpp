@@ -120,6 +120,27 @@ Problem make(std::int64_t sq, std::int64_t skv, std::int64_t d, DType t, bool ca
 
 constexpr DType kDtypes[] = {DType::fp16, DType::bf16};
 
+// A KV cache's feature the stage does not read (Stage::kv_cache()) is refused before launch,
+// naming the stage and the limit: what every stage without it is tested for, in the case below
+// that names the feature.
+bool refused_feature(bool supported, const Problem& p, const char* limit) {
+  if (supported) return false;
+  const Support s = check_runnable(stage(), p, device());
+  INFO(p.name() << ": " << s.reason);
+  CHECK_FALSE(s.ok);
+  CHECK_THAT(s.reason, ContainsSubstring(std::string(stage().name())));
+  CHECK_THAT(s.reason, ContainsSubstring(limit));
+  return true;
+}
+
+// Decode shapes: Sq from 1 to 16 query rows over a longer K/V.
+Problem decode(std::int64_t sq, std::int64_t skv, std::int64_t d, DType t, bool causal,
+               std::int64_t b, std::int64_t h, std::int64_t h_kv) {
+  Problem p = make(sq, skv, d, t, causal, b, h);
+  p.heads_kv = h_kv;
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("the stage supports the contract's minimum: D 64 and 128, fp16 and bf16, causal") {
@@ -189,6 +210,53 @@ TEST_CASE("a backward stage sums its gradients in fp32: dK, dV over many rows, d
   // dQ_i over Skv keys; non-causal, so every term is there.
   check_problem(make(kAccumLong, kAccumShort, 64, DType::bf16, false, 1, 1));
   check_problem(make(kAccumShort, kAccumLong, 64, DType::bf16, false, 1, 1));
+}
+
+TEST_CASE("GQA and MQA: groups of query heads share a K/V head (or the stage refuses them)") {
+  if (refused_feature(stage().kv_cache().grouped, decode(1, 64, 64, DType::fp16, false, 1, 4, 2),
+                      "heads_kv"))
+    return;
+  // Every Sq from 1 to 16 once, each with another mix: groups of 4 (GQA) or 8 (MQA), D 64 or 128,
+  // fp16 or bf16, causal or not; K/V of 130 keys, a ragged last tile for both tiles of 64 and 128
+  // keys. Then a prefill-sized Sq of two query blocks over the long K/V.
+  for (std::int64_t sq = 1; sq <= 16; ++sq)
+    check_problem(decode(sq, 130, sq % 4 < 2 ? 64 : 128, kDtypes[sq % 2], (sq / 2) % 2 == 1, 1, 8,
+                         sq % 3 == 0 ? 1 : 2));
+  check_problem(decode(65, kLongSeq, 128, DType::bf16, true, 1, 4, 2));
+}
+
+TEST_CASE(
+    "a KV cache of ragged lengths: empty and one key and a partial tile and full (or refused)") {
+  Problem p = decode(4, kLongSeq, 64, DType::fp16, false, 4, 2, 0);
+  p.cache_seqlens = {0, 1, 77, static_cast<std::int32_t>(kLongSeq)};
+  if (refused_feature(stage().kv_cache().cache_seqlens, p, "cache_seqlens")) return;
+  for (std::int64_t sq : {1, 16})
+    for (std::int64_t d : {64, 128})
+      for (bool causal : {false, true}) {
+        Problem q = decode(sq, kLongSeq, d, kDtypes[causal ? 1 : 0], causal, 4, 2,
+                           stage().kv_cache().grouped ? 1 : 0);
+        q.cache_seqlens = p.cache_seqlens;
+        check_problem(q, 8);
+      }
+  // Longer than Sq rows: causal rows that see no key inside a sequence that has keys.
+  p = decode(100, kLongSeq, 128, DType::bf16, true, 3, 2, 0);
+  p.cache_seqlens = {33, 150, 99};
+  check_problem(p, 6);
+}
+
+TEST_CASE("a paged KV cache through a shuffled block table (or refused)") {
+  const KvCacheSupport k = stage().kv_cache();
+  Problem p = decode(3, kLongSeq, 64, DType::fp16, false, 3, 4, k.grouped ? 2 : 0);
+  p.page_size = 64 * k.page_multiple;
+  if (refused_feature(k.paged, p, "page_size")) return;
+  if (k.cache_seqlens) p.cache_seqlens = {0, 65, static_cast<std::int32_t>(kLongSeq)};
+  for (std::int64_t d : {64, 128})
+    for (DType t : kDtypes)
+      for (bool causal : {false, true}) {
+        Problem q = p;
+        q.head_dim = d, q.dtype = t, q.causal = causal;
+        check_problem(q, 12);
+      }
 }
 
 TEST_CASE("a non-default softmax scale") {

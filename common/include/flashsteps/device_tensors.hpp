@@ -46,6 +46,8 @@ class DeviceTensors {
   DeviceBuffer<float> lse_;
   DeviceBuffer<unsigned char> workspace_;
   DeviceBuffer<std::uint16_t> dout_, dq_, dk_, dv_;  // empty for a forward stage
+  DeviceBuffer<std::int32_t> cache_seqlens_;         // the problem's, uploaded by the constructor
+  DeviceBuffer<std::int32_t> block_table_;  // paged only: upload() or fill_random() fills it
 };
 
 }  // namespace flashsteps

@@ -96,6 +96,8 @@ inline constexpr std::int64_t kMaxFusedBlocks = 0x7fffffff;
 ///   tile_tag<Tile>()    the tile's part of the kernel's report name, "d64,bc64,2stages";
 ///   launch_variant<T, Tile, kCausal>(shape, args, stream)   the launch of one variant;
 ///   check_kernel<T, Tile, kCausal>()   a check of the compiled kernel, in setup();
+///   complete_shape(shape, problem)   fills the fields its own Shape adds after the five above
+///                       (10a: H and H / H_kv);
 ///   kOnlyComputeCapability  the one compute capability its arch-specific build runs on (90 for
 ///                       sm_90a): supports() refuses every other device, setup() skips them.
 /// `Kernel` is the stage's kernels.cuh export (above).
@@ -222,8 +224,10 @@ class FusedStage : public Stage {
 
   template <class Tile>
   static Shape shape(const Problem& p) {
-    return {p.batch_heads(), static_cast<int>(p.seq_q), static_cast<int>(p.seq_kv),
-            static_cast<int>(ceil_div(p.seq_q, Tile::Br)), p.softmax_scale() * kLog2e};
+    Shape sh{p.batch_heads(), static_cast<int>(p.seq_q), static_cast<int>(p.seq_kv),
+             static_cast<int>(ceil_div(p.seq_q, Tile::Br)), p.softmax_scale() * kLog2e};
+    if constexpr (requires(Shape & s) { S::complete_shape(s, p); }) S::complete_shape(sh, p);
+    return sh;
   }
 
   /// Calls f.template operator()<T, Tile, kCausal>() for the problem's dtype and mask and the tile

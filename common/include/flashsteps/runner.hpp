@@ -1,6 +1,7 @@
 // flashsteps/runner.hpp — the command line every stage binary (stage00, stage01, ...) shares.
 //
 //   stageNN --batch 4 --heads 16 --seq 2048 [--seq-kv N] --dim 64 [--causal] [--dtype bf16]
+//           [--heads-kv N] [--cache-lens L0,L1,... | seeded:N] [--page-size P]
 //           [--iters N] [--seed S] [--emulate [--layout | --profile [--profile-csv F]
 //           [--profile-blocks N]]]
 //

@@ -23,17 +23,31 @@ namespace flashsteps {
 /// (raw 16-bit storage), LSE is fp32. `workspace` has at least Stage::workspace_bytes() bytes.
 /// A forward stage reads Q, K, V and writes O and LSE; the gradients are null. A backward stage
 /// (Stage::kind()) reads Q, K, V, the forward's O and LSE and dO, and writes dQ, dK and dV.
+/// A KV cache's tensors (Problem: heads_kv, cache_seqlens, page_size) are K/V of H_kv heads, paged
+/// or not, and the two int32 tables, null when the problem has none.
 struct AttentionArgs {
   const void* q = nullptr;  // [B,H,Sq,D]
-  const void* k = nullptr;  // [B,H,Skv,D]
-  const void* v = nullptr;  // [B,H,Skv,D]
+  const void* k = nullptr;  // [B,H_kv,Skv,D], or paged [P,H_kv,page_size,D]
+  const void* v = nullptr;  // as K
   void* o = nullptr;        // [B,H,Sq,D]
   float* lse = nullptr;     // [B,H,Sq]
   void* workspace = nullptr;
-  const void* dout = nullptr;  // [B,H,Sq,D]  dO = dLoss/dO, backward only
-  void* dq = nullptr;          // [B,H,Sq,D]  backward only
-  void* dk = nullptr;          // [B,H,Skv,D] backward only
-  void* dv = nullptr;          // [B,H,Skv,D] backward only
+  const void* dout = nullptr;                   // [B,H,Sq,D]  dO = dLoss/dO, backward only
+  void* dq = nullptr;                           // [B,H,Sq,D]  backward only
+  void* dk = nullptr;                           // [B,H,Skv,D] backward only
+  void* dv = nullptr;                           // [B,H,Skv,D] backward only
+  const std::int32_t* cache_seqlens = nullptr;  // [B], with Problem::cache_seqlens
+  const std::int32_t* block_table = nullptr;    // [B, pages_per_seq], paged only
+};
+
+/// What of a KV cache's layout a stage's kernels read (Stage::kv_cache()); all false by default.
+/// The harness refuses a problem that uses more (supports_kv_cache()), naming the stage and the
+/// feature, before the stage's own supports_problem() is asked.
+struct KvCacheSupport {
+  bool grouped = false;            ///< H_kv < H: K/V head h / (H / H_kv) for query head h
+  bool cache_seqlens = false;      ///< per-sequence key counts, causal aligned to each
+  bool paged = false;              ///< K/V in pages through a block table
+  std::int64_t page_multiple = 1;  ///< with paged: the page sizes it takes are multiples of this
 };
 
 /// Whether a stage can run a problem on a device; `reason` names the limit when it cannot.
@@ -88,6 +102,8 @@ class Stage {
   virtual bool deterministic() const { return true; }
   /// Largest sequence length the bench harness times (slow teaching stages cap it).
   virtual std::int64_t bench_max_seq() const { return std::int64_t{1} << 30; }
+  /// The KV cache's features its kernels read; the harness refuses the others for it.
+  virtual KvCacheSupport kv_cache() const { return {}; }
 
   /// The stage's limits that hold on any device (head dims, dtypes). Checked before a device is
   /// even opened, so a shape the stage cannot run is refused the same way on every machine.
@@ -135,8 +151,17 @@ void require_aligned(std::string_view stage, const AttentionArgs& args, std::siz
 /// Defined once per stage library (stages/NN_name/launcher.cu).
 std::unique_ptr<Stage> make_stage();
 
+/// The one check of a problem's KV cache layout against Stage::kv_cache(): K/V heads fewer than
+/// Q's, per-sequence lengths, pages and their size, each refused with the limit when the stage
+/// does not read it.
+Support supports_kv_cache(const Stage& s, const Problem& p);
+/// What holds on any device: supports_kv_cache(), then the stage's own supports_problem(). Every
+/// binary asks this, never supports_problem() alone.
+Support supports_problem_of(const Stage& s, const Problem& p);
+
 /// Everything a runner, test or bench binary checks before launching: generic validation, the
-/// device's compute capability, the stage's own limits, and free device memory.
+/// KV cache layout, the device's compute capability, the stage's own limits, and free device
+/// memory.
 Support check_runnable(const Stage& s, const Problem& p, const DeviceInfo& dev);
 
 }  // namespace flashsteps
