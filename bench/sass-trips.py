@@ -255,6 +255,18 @@ def _model_06c(s):
     return _ring_model(s, "registers::RegistersTraits", 128, 2)
 
 
+def _model_10a(s):
+    # stages/10a_kv_cache: 06c's kernel and traits (namespace kv_cache) with K/V read by group and
+    # bounded by each sequence's length; at the profile's shape (no cache lengths) every length is
+    # Skv, so its loops and trips are 06c's. Its one new load, the sequence's length, runs only
+    # when the problem has cache_seqlens (the profile's has none: a null pointer, kv_len = Skv).
+    model = _ring_model(s, "kv_cache::RegistersTraits", 128, 2)
+    model["guards"] = model.get("guards", []) + [
+        (r"kv_len = cache_seqlens != nullptr \? cache_seqlens\[b\]", None, 0, r"LDG"),
+    ]
+    return model
+
+
 def _model_07a(s):
     # stages/07a_wgmma: WgmmaTraits<64, 128, 3> (D = 64): one warpgroup (4 warps) owns Br = 64
     # query rows, Bc = 128, 3 stages: 06c's cp.async ring and tile loops around wgmma.
@@ -377,6 +389,7 @@ MODELS = {
     "06a_mma_sync": _model_06a,
     "06b_registers": _model_06b,
     "06c_swizzle": _model_06c,
+    "10a_kv_cache": _model_10a,
     "07a_wgmma": _model_07a,
     "07b_tma": _model_07b,
     "07c_roles": _model_07c,
