@@ -95,6 +95,9 @@ elif [[ -n $from ]]; then
       [[ -f $build/$f ]] || { echo "bundle.sh: --from-build $build lacks $f (build it first)" >&2; exit 1; }
     done
   done
+  for f in tests/test_cpu bench/bench_peaks bench/fs_table; do
+    [[ -f $build/$f ]] || { echo "bundle.sh: --from-build $build lacks $f (build it first)" >&2; exit 1; }
+  done
 elif [[ -z $only ]]; then
   cmake --build "$build" -j"$(nproc)"
 else

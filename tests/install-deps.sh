@@ -3,16 +3,17 @@
 # The CUDA toolkit (12.9 or newer: nvcc, cuBLAS, CCCL) is not a Debian package of the right
 # version: it is checked for and named, not installed. CMake must be 3.25 or newer: a newer cmake
 # already on PATH (e.g. `pip install cmake`, where the distribution's is older) is used as it is.
-#   tests/install-deps.sh [--book]     --book adds the book's tools (doxygen, gnuplot, MathJax 2,
-#                                      and Chromium with python3-websocket for its browser test)
+#   tests/install-deps.sh [--book]     --book adds the book's tools (its stylesheet, gnuplot,
+#                                      MathJax 2, and Chromium with python3-websocket for its browser
+#                                      test); doxygen comes either way (a CPU test configures the book)
 # Set FLASHSTEPS_NO_INSTALL=1 where the packages come another way (a GPU host without a package
 # registry; or build there nothing at all: bench/bundle.sh); then this only checks.
 set -euo pipefail
 
 pkgs=(cmake ninja-build g++ catch2 libbenchmark-dev libcli11-dev nlohmann-json3-dev shellcheck
-  libboost-context-dev python3-dev python3-venv git)
+  libboost-context-dev python3-dev python3-venv git doxygen)
 if [[ "${1:-}" == "--book" ]]; then
-  pkgs+=(doxygen doxygen-awesome-css gnuplot-nox libjs-mathjax chromium python3-websocket)
+  pkgs+=(doxygen-awesome-css gnuplot-nox libjs-mathjax chromium python3-websocket)
 fi
 # What each package is for, said when it is installed.
 declare -A why=(
@@ -20,7 +21,8 @@ declare -A why=(
   [g++]="the host C++ compiler nvcc drives" [catch2]="the test framework"
   [libbenchmark-dev]="Google Benchmark, the bench_<stage> timing loop"
   [libcli11-dev]="the runners' command line" [nlohmann-json3-dev]="the table tool's JSON"
-  [shellcheck]="lints the shell scripts (a CPU test)" [doxygen]="builds the book"
+  [shellcheck]="lints the shell scripts (a CPU test)"
+  [doxygen]="builds the book; the stage-folder test configures a copy with it (CTest stages.new_stage_folder)"
   [libboost-context-dev]="the fibers of the CPU emulator that runs every stage's kernels (emu/)"
   [python3-dev]="the headers the Python package's modules build against (python/)"
   [python3-venv]="makes build/venv, where the Python package's tests run"
