@@ -3,18 +3,18 @@
 # The CUDA toolkit (12.9 or newer: nvcc, cuBLAS, CCCL) is not a Debian package of the right
 # version: it is checked for and named, not installed. CMake must be 3.25 or newer: a newer cmake
 # already on PATH (e.g. `pip install cmake`, where the distribution's is older) is used as it is.
-#   tests/install-deps.sh [--book]     --book adds the book's tools (gnuplot, MathJax 2, and
-#                                      Chromium with python3-websocket for its browser test);
-#                                      doxygen and its stylesheet come either way (a CPU test
-#                                      configures the book)
+#   tests/install-deps.sh [--book]     --book adds the book's tools (gnuplot, and Chromium with
+#                                      python3-websocket for its browser test); doxygen, its
+#                                      stylesheet and MathJax 2, which configuring the book needs,
+#                                      come either way (a CPU test configures the book)
 # Set FLASHSTEPS_NO_INSTALL=1 where the packages come another way (a GPU host without a package
 # registry; or build there nothing at all: bench/bundle.sh); then this only checks.
 set -euo pipefail
 
 pkgs=(cmake ninja-build g++ catch2 libbenchmark-dev libcli11-dev nlohmann-json3-dev shellcheck
-  libboost-context-dev python3-dev python3-venv git doxygen doxygen-awesome-css)
+  libboost-context-dev python3-dev python3-venv git doxygen doxygen-awesome-css libjs-mathjax)
 if [[ "${1:-}" == "--book" ]]; then
-  pkgs+=(gnuplot-nox libjs-mathjax chromium python3-websocket)
+  pkgs+=(gnuplot-nox chromium python3-websocket)
 fi
 # What each package is for, said when it is installed.
 declare -A why=(
@@ -29,7 +29,7 @@ declare -A why=(
   [python3-venv]="makes build/venv, where the Python package's tests run"
   [git]="the stage-folder test commits a copy of the tree (CTest stages.new_stage_folder)"
   [doxygen-awesome-css]="the book's stylesheet (the stage-folder test's book configure needs it too)" [gnuplot-nox]="draws the book's plots"
-  [libjs-mathjax]="renders the book's formulas offline (copied into the book's HTML)"
+  [libjs-mathjax]="renders the book's formulas offline (the stage-folder test's book configure needs it too)"
   [chromium]="opens every page of the built book at 1280 px, offline (CTest book.browser)"
   [python3-websocket]="drives that browser through its DevTools protocol (book/check_browser.py)"
 )
