@@ -90,12 +90,11 @@ if [[ -n $configure_only ]]; then
   exit 0
 elif [[ -n $from ]]; then
   # Nothing is built: every file the bundle takes must be there already.
+  wanted=(tests/test_cpu bench/bench_peaks bench/fs_table)
   for n in "${names[@]}"; do
-    for f in "stages/${runner[$n]}" "tests/test_$n" "bench/bench_$n" "resources/$n.ptxas.txt"; do
-      [[ -f $build/$f ]] || { echo "bundle.sh: --from-build $build lacks $f (build it first)" >&2; exit 1; }
-    done
+    wanted+=("stages/${runner[$n]}" "tests/test_$n" "bench/bench_$n" "resources/$n.ptxas.txt")
   done
-  for f in tests/test_cpu bench/bench_peaks bench/fs_table; do
+  for f in "${wanted[@]}"; do
     [[ -f $build/$f ]] || { echo "bundle.sh: --from-build $build lacks $f (build it first)" >&2; exit 1; }
   done
 elif [[ -z $only ]]; then
