@@ -405,6 +405,10 @@ function(_flashsteps_add_emulated_stage name runner dir)
   add_library(${lib} STATIC ${sources})
   flashsteps_stage_target(${lib} ${name})
   target_link_libraries(${lib} PUBLIC fs_emu_common)
+  # Position-independent, as a Python module needs it (python/CMakeLists.txt), in every build: the
+  # precompiled shim it reads is made so.
+  set_property(TARGET ${lib} PROPERTY POSITION_INDEPENDENT_CODE ON)
+  fsemu_precompiled_shim(${lib} kernels)
   add_executable(${runner}_emulated $<TARGET_OBJECTS:fs_emu_stage_main>)
   target_link_libraries(${runner}_emulated PRIVATE ${lib} fs_emu_runner)
   set_target_properties(${runner}_emulated PROPERTIES OUTPUT_NAME ${runner}
