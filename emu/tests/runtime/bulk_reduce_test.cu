@@ -195,11 +195,15 @@ __global__ void misaligned_kernel(float* acc) {
   cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared,
                                   cuda::ptx::op_add, acc + 1, tile, 16);
 }
+constexpr int kMisalignedLine = __LINE__ - 3;
 
 TEST_CASE("bulk reduce-add: a destination not 16-byte aligned is refused") {
   Buffer acc(kTile, 3.0f);
+  // The kernel's last call: the fault still names the kernel, not the emulator's fiber.
   CHECK_THAT(launch(misaligned_kernel, dim3(1), 1, kTileBytes, acc.p),
-             ContainsSubstring("is not 16-byte aligned"));
+             ContainsSubstring("is not 16-byte aligned") &&
+                 ContainsSubstring("inlined into misaligned_kernel (") &&
+                 ContainsSubstring("bulk_reduce_test.cu:" + std::to_string(kMisalignedLine)));
 }
 
 }  // namespace
