@@ -1,7 +1,7 @@
-// emu/src/async.cpp — cp.async groups, mbarriers, TMA and the proxy fence (fsemu/async.hpp), over
-// the models of fsemu/model/mbarrier.hpp and fsemu/model/tma.hpp; and, observing the scheduler's
-// events (fsemu/events.hpp), the end-of-thread and end-of-block checks that nothing is left in
-// flight.
+// emu/src/async.cpp — cp.async groups, mbarriers, TMA, the bulk reduce-add and the proxy fence
+// (fsemu/async.hpp), over the models of fsemu/model/mbarrier.hpp and fsemu/model/tma.hpp; and,
+// observing the scheduler's events (fsemu/events.hpp), the end-of-thread and end-of-block checks
+// that nothing is left in flight.
 #include "fsemu/async.hpp"
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include "fsemu/access.hpp"
 #include "fsemu/events.hpp"
 #include "fsemu/model/tma.hpp"
+#include "global_races.hpp"
 #include "lifetime.hpp"
 #include "profile.hpp"
 #include "sanitize.hpp"
@@ -100,16 +101,119 @@ std::string in_flight(const BlockExtra& b, std::uint32_t addr, std::uint32_t byt
   return {};
 }
 
-// Observer of the kernels' stores (fsemu/access.hpp), attached at the program's first cp.async.
-// Called from hooks the compiler declares nothrow: a fault is recorded (report_fault).
-void on_store(void*, const access::Access& a) {
-  if (!a.write || !in_thread()) return;
+// ---- bulk reduce-adds in flight -----------------------------------------------------------------
+// cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 (PTX ISA, cp.reduce.async.bulk) reads
+// its source at some moment before a cp.async.bulk.wait_group.read covers its bulk async-group,
+// and its adds into global memory (each element an atomic, relaxed, gpu-scope add) are complete
+// and visible only once a cp.async.bulk.wait_group without .read covers it. The emulator takes
+// the latest moments the rules allow: it reads the source at the covering .read wait (or the full
+// wait, whichever comes first) and adds at the full wait; one that only a .read wait covered adds
+// when the whole grid has run (finish_launch). Until it has read its source, a store (or a copy)
+// into those bytes may change what it adds: reported, naming the writer and the reduce's issue
+// line. Until it has added, a plain load or store of its destination by its own block is a race
+// with it: reported (another block's is the race check's: global_races.hpp).
+
+// Reduce-adds of the running block in flight (a fast test for the observer below; blocks run one
+// at a time).
+std::size_t g_block_reduces = 0;
+
+struct Deferred {  // a reduce-add whose source was read, applied when the grid has run
+  float* dst;
+  std::vector<float> data;
+};
+std::vector<Deferred> g_deferred;
+
+// The adds themselves: each element one atomic read-modify-write (the emulator's threads run one
+// at a time, so it is atomic by construction; the compiler's atomics say so all the same), fp32
+// rounded to nearest even.
+void add_into(float* dst, const std::vector<float>& data) {
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    auto* w = reinterpret_cast<std::uint32_t*>(dst + i);
+    std::uint32_t old = __atomic_load_n(w, __ATOMIC_RELAXED);
+    for (;;) {
+      float before;
+      std::memcpy(&before, &old, sizeof before);
+      const float after = before + data[i];
+      std::uint32_t bits;
+      std::memcpy(&bits, &after, sizeof bits);
+      if (__atomic_compare_exchange_n(w, &old, bits, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        break;
+    }
+  }
+}
+
+std::string reduce_name(const PendingReduce& r) {
+  return "a cp.reduce.async.bulk.add.f32 of " + std::to_string(r.bytes) + " bytes issued at " +
+         access::describe_pc(r.pc) + " by " +
+         (r.issuer == self().linear ? "this thread" : thread_name(r.issuer));
+}
+
+// The first byte of shared [addr, addr + bytes) that a reduce-add in flight has yet to read: its
+// message ("" if none).
+std::string unread_source(const BlockExtra& b, std::uint32_t addr, std::uint32_t bytes) {
+  const std::uint32_t end =
+      std::min<std::uint32_t>(addr + bytes, static_cast<std::uint32_t>(b.reduce_unread.size()));
+  for (std::uint32_t x = addr; x < end; ++x) {
+    if (b.reduce_unread[x] == 0) continue;
+    for (const PendingReduce& r : b.reduces)
+      if (!r.read && x >= r.src && x < r.src + r.bytes)
+        return "shared memory " + hex(addr) + ".." + hex(addr + bytes - 1) + ", of which " +
+               hex(x) + " is in the source of " + reduce_name(r) +
+               ", not read yet: no cp.async.bulk.wait_group.read covers its bulk async-group, so "
+               "on the GPU the reduce may read this write and add it into global memory (PTX "
+               "ISA, cp.async.bulk.wait_group: only the .read wait guarantees its source was "
+               "read)";
+  }
+  return {};
+}
+
+// The reduce-add of the block in flight whose destination overlaps [p, p + size), or null.
+const PendingReduce* reducing_into(const BlockExtra& b, const std::uint8_t* p, std::uint32_t size) {
+  for (const PendingReduce& r : b.reduces) {
+    const auto* d = reinterpret_cast<const std::uint8_t*>(r.dst);
+    if (p < d + r.bytes && d < p + size) return &r;
+  }
+  return nullptr;
+}
+
+// Observer of the kernels' accesses (fsemu/access.hpp), attached at the program's first cp.async
+// or bulk reduce-add. Called from hooks the compiler declares nothrow: a fault is recorded
+// (report_fault).
+void on_access(void*, const access::Access& a) {
+  if ((!a.write && g_block_reduces == 0) || !in_thread()) return;
   const BlockExtra* b = find_block_extra();
-  if (!b || b->copies_in_flight == 0) return;
+  if (!b || (b->copies_in_flight == 0 && b->reduces.empty())) return;
   const model::SharedWindow& w = shared_window();
   const auto* p = static_cast<const std::uint8_t*>(a.addr);
-  if (p < w.base || p >= w.base + w.size) return;
+  const bool shared = p >= w.base && p < w.base + w.size;
+  const auto what = [&a] {
+    return std::string(a.atomic  ? "an atomic update"
+                       : a.write ? "a store"
+                                 : "a load") +
+           " of " + std::to_string(a.size) + " bytes at " + access::describe_pc(a.pc);
+  };
+  if (!shared) {
+    if (a.atomic || b->reduces.empty()) return;  // atomics and the reduce's adds go together
+    if (const PendingReduce* r = reducing_into(*b, p, a.size))
+      report_fault(what() + (a.write ? " writes" : " reads") + " global memory " +
+                   hex(reinterpret_cast<std::uintptr_t>(p)) + " that " + reduce_name(*r) +
+                   " is still adding into: " +
+                   (r->read ? "a cp.async.bulk.wait_group.read covered it, which guarantees only "
+                              "that its source was read, "
+                            : "") +
+                   "only a cp.async.bulk.wait_group without .read guarantees its writes are "
+                   "complete and visible (PTX ISA, cp.async.bulk.wait_group), so on the GPU this "
+                   "access races with its adds");
+    return;
+  }
+  if (!a.write) return;
   const auto addr = static_cast<std::uint32_t>(p - w.base);
+  if (!b->reduces.empty() && addr < b->reduce_unread.size())
+    if (const std::string r = unread_source(*b, addr, a.size); !r.empty()) {
+      report_fault(what() + " writes " + r);
+      return;
+    }
+  if (b->copies_in_flight == 0) return;
   const std::uint32_t end =
       std::min<std::uint32_t>(addr + a.size, static_cast<std::uint32_t>(b->copy_owner.size()));
   bool marked = false;
@@ -117,10 +221,12 @@ void on_store(void*, const access::Access& a) {
     marked |= b->copy_owner[x] != 0;
   if (!marked) return;
   const std::string c = in_flight(*b, addr, a.size);
-  if (!c.empty())
-    report_fault(std::string(a.atomic ? "an atomic update" : "a store") + " of " +
-                 std::to_string(a.size) + " bytes at " + access::describe_pc(a.pc) + " writes " +
-                 c);
+  if (!c.empty()) report_fault(what() + " writes " + c);
+}
+
+void watch_accesses() {
+  static const int observer = access::attach(on_access, nullptr);  // for the program
+  (void)observer;
 }
 
 void mark_in_flight(const PendingCopy& c) {
@@ -131,8 +237,7 @@ void mark_in_flight(const PendingCopy& c) {
   std::fill(b.copy_owner.begin() + a, b.copy_owner.begin() + a + c.bytes,
             static_cast<std::uint16_t>(c.issuer + 1));
   ++b.copies_in_flight;
-  static const int observer = access::attach(on_store, nullptr);  // for the program
-  (void)observer;
+  watch_accesses();
 }
 
 void land(const PendingCopy& c) {
@@ -252,6 +357,7 @@ class InFlightChecks final : public events::Observer {
   InFlightChecks() { events::subscribe(this); }
   void thread_exit() override;
   void block_exit() override;
+  void block_end() override { g_block_reduces = 0; }
 };
 InFlightChecks g_in_flight_checks;
 
@@ -275,6 +381,14 @@ void InFlightChecks::thread_exit() {
     fault("the thread exits with " + std::to_string(t->stores.size()) +
           " TMA stores whose shared-memory source it never waited to be read "
           "(cp.async.bulk.wait_group.read)");
+  std::size_t unread = 0;
+  if (const BlockExtra* b = find_block_extra())
+    for (const PendingReduce& r : b->reduces)
+      unread += r.issuer == self().linear && !r.read;
+  if (unread)
+    fault("the thread exits with " + std::to_string(unread) +
+          " bulk reduce-adds (cp.reduce.async.bulk) whose shared-memory source it never waited to "
+          "be read (cp.async.bulk.wait_group.read)");
   if (!t->mmas.empty())
     fault("the thread exits with " + std::to_string(t->mmas.size()) +
           " wgmma.mma_async results it never waited for (wgmma.wait_group)");
@@ -292,6 +406,12 @@ void InFlightChecks::block_exit() {
       fault("the block ends with cp.async copies whose mbarrier (shared " + hex(addr) +
             ") nobody waited on");
   }
+  // Reduce-adds whose source was read but whose adds no full wait covered: they complete by the
+  // grid's end at the latest, and the emulator takes that moment (finish_launch).
+  for (PendingReduce& r : extra->reduces)
+    if (r.read) g_deferred.push_back(Deferred{r.dst, std::move(r.data)});
+  extra->reduces.clear();
+  g_block_reduces = 0;
 }
 
 }  // namespace
@@ -318,6 +438,10 @@ void cp_async(void* dst, const void* src, std::size_t bytes, std::size_t src_byt
       !c.empty())
     fault("a cp.async issued at " + access::describe_pc(__builtin_return_address(0)) + " writes " +
           c);
+  if (const std::string r = unread_source(block_extra(), a, static_cast<std::uint32_t>(bytes));
+      !r.empty())
+    fault("a cp.async issued at " + access::describe_pc(__builtin_return_address(0)) + " writes " +
+          r);
   ThreadExtra& t = thread_extra();
   auto* d = static_cast<std::uint8_t*>(dst);
   {
@@ -510,6 +634,9 @@ void tma_load(void* dst, const void* tensor_map, const std::int32_t* coords, int
   // It may write the box at any time from now until its phase completes.
   lifetime::check_shared_write(a, bytes, "a TMA load (cp.async.bulk.tensor)",
                                __builtin_return_address(0));
+  if (const std::string r = unread_source(block_extra(), a, bytes); !r.empty())
+    fault("a TMA load issued at " + access::describe_pc(__builtin_return_address(0)) + " writes " +
+          r);
   {
     const sanitize::Visible load;  // the load may write from now on
     std::memset(shared_window().base + a, kPoison, bytes);
@@ -526,15 +653,47 @@ void tma_store(const void* tensor_map, const std::int32_t* coords, int rank, con
       {tma_tile(tensor_map, coords, rank, src, "cp.async.bulk.tensor (source)", nullptr), -1});
 }
 
+void bulk_reduce_add_f32(float* dst, const float* src, std::uint32_t bytes) {
+  const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
+  const void* pc = __builtin_return_address(0);
+  const auto what = [pc] {
+    return "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 at " +
+           access::describe_pc(pc);
+  };
+  const std::uint32_t a = shared_address(src, "cp.reduce.async.bulk (source)");
+  if (bytes % 16 != 0)
+    fault(what() + ": its size, " + std::to_string(bytes) + " bytes, is not a multiple of 16");
+  if (a % 16 != 0 || reinterpret_cast<std::uintptr_t>(dst) % 16 != 0)
+    fault(what() + ": source (shared " + hex(a) + ") or destination (" +
+          hex(reinterpret_cast<std::uintptr_t>(dst)) + ") is not 16-byte aligned");
+  const model::SharedWindow& w = shared_window();
+  const auto* d = reinterpret_cast<const std::uint8_t*>(dst);
+  if (d < w.base + w.size && w.base < d + bytes)
+    fault(what() + ": its destination is in shared memory, not in global memory");
+  w.check(a, bytes, "cp.reduce.async.bulk (source)");
+  if (bytes == 0) return;
+  BlockExtra& b = block_extra();
+  if (b.reduce_unread.size() < w.size) b.reduce_unread.resize(w.size, 0);
+  for (std::uint32_t x = a; x < a + bytes; ++x)
+    ++b.reduce_unread[x];
+  b.reduces.push_back(PendingReduce{dst, a, bytes, -1, self().linear, pc, false, {}});
+  g_block_reduces = b.reduces.size();
+  global_races::note_atomic(dst, bytes, pc);  // other blocks' plain accesses race with it
+  watch_accesses();
+}
+
 void bulk_commit_group() {
   const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   ThreadExtra& t = thread_extra();
   for (PendingStore& s : t.stores)
     if (s.group < 0) s.group = t.bulk_groups;
+  if (BlockExtra* b = find_block_extra())
+    for (PendingReduce& r : b->reduces)
+      if (r.issuer == self().linear && r.group < 0) r.group = t.bulk_groups;
   ++t.bulk_groups;
 }
 
-void bulk_wait_group(int n, bool) {
+void bulk_wait_group(int n, bool read_only) {
   const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   ThreadExtra& t = thread_extra();
   const int done_below = t.bulk_groups - n;
@@ -551,6 +710,41 @@ void bulk_wait_group(int n, bool) {
     }
   }
   t.stores = std::move(keep);
+  BlockExtra* b = find_block_extra();
+  if (!b || b->reduces.empty()) return;
+  std::vector<PendingReduce> reduces;
+  for (PendingReduce& r : b->reduces) {
+    if (r.issuer != self().linear || r.group < 0 || r.group >= done_below) {
+      reduces.push_back(std::move(r));
+      continue;
+    }
+    if (!r.read) {  // its source is read now, at the latest
+      check_async_proxy_read(r.src, r.bytes, "cp.reduce.async.bulk (source)");
+      r.data.resize(r.bytes / sizeof(float));
+      {
+        const sanitize::Visible source;  // the reduce reads shared memory
+        std::memcpy(r.data.data(), shared_window().base + r.src, r.bytes);
+      }
+      for (std::uint32_t x = r.src; x < r.src + r.bytes; ++x)
+        --b->reduce_unread[x];
+      r.read = true;
+    }
+    if (read_only)
+      reduces.push_back(std::move(r));  // its adds may still be on their way
+    else
+      add_into(r.dst, r.data);  // complete and visible to this thread
+  }
+  b->reduces = std::move(reduces);
+  g_block_reduces = b->reduces.size();
+}
+
+void finish_launch(bool ok) {
+  std::vector<Deferred> deferred = std::move(g_deferred);
+  g_deferred.clear();
+  g_block_reduces = 0;
+  if (ok)
+    for (const Deferred& d : deferred)
+      add_into(d.dst, d.data);
 }
 
 void fence_proxy_async_shared() {

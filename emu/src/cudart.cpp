@@ -14,6 +14,7 @@
 #include <map>
 #include <string>
 
+#include "fsemu/async.hpp"
 #include "fsemu/launch.hpp"
 #include "fsemu/model/tma.hpp"
 #include "global_races.hpp"
@@ -74,6 +75,7 @@ cudaError_t launch(const void* kernel, dim3 grid, dim3 block, std::size_t smem, 
   global_races::launch_begin(grid.x, grid.y, grid.z);
   trace::launch_begin(kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z);
   g_failure = run_grid(c, body);
+  async::finish_launch(g_failure.empty());  // reduce-adds that only a .read wait covered
   trace::launch_end();
   global_races::launch_end();
   profile::launch_end(g_failure.empty());

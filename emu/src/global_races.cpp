@@ -195,6 +195,11 @@ Blocks g_blocks;
 
 }  // namespace
 
+void note_atomic(void* p, std::size_t bytes, const void* pc) {
+  if (g_observer < 0) return;  // no launch is being checked
+  on_access(nullptr, access::Access{p, static_cast<std::uint32_t>(bytes), true, true, pc});
+}
+
 void note_allocation(const void* p, std::size_t bytes) {
   if (!p) return;
   const auto b = reinterpret_cast<std::uintptr_t>(p);

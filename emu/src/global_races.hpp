@@ -36,4 +36,8 @@ void note_free(const void* p);
 void launch_begin(unsigned gx, unsigned gy, unsigned gz);
 void launch_end();
 
+/// An atomic update of [p, p + bytes) by the running block, made at `pc` by an asynchronous
+/// instruction the access hooks do not see (a bulk reduce-add, async.cpp): judged as atomicAdd's.
+void note_atomic(void* p, std::size_t bytes, const void* pc);
+
 }  // namespace fsemu::global_races

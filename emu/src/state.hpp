@@ -36,6 +36,17 @@ struct PendingStore {  // one TMA store, shared memory not read yet
   int group;  // bulk async-group; -1 while open
 };
 
+struct PendingReduce {  // one cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32, in flight
+  float* dst;           // global memory it adds into
+  std::uint32_t src;    // shared address of its source
+  std::uint32_t bytes;
+  int group;                // the issuer's bulk async-group; -1 while open
+  int issuer;               // the issuing thread's linear index in the block
+  const void* pc;           // where the kernel issued it
+  bool read = false;        // its source read: a cp.async.bulk.wait_group.read covered it
+  std::vector<float> data;  // the source as read (once `read`)
+};
+
 struct PendingMma {  // one wgmma.mma_async: its result, written into d at the wait
   float* d;
   int regs;
@@ -92,6 +103,10 @@ struct BlockExtra {
   // (issued, not landed), 0 for none; sized at the block's first cp.async.
   std::vector<std::uint16_t> copy_owner;
   std::uint32_t copies_in_flight = 0;
+  // The bulk reduce-adds of the block's threads not complete yet (async.cpp), and per byte of the
+  // window how many of them have yet to read it (sized at the block's first one).
+  std::vector<PendingReduce> reduces;
+  std::vector<std::uint16_t> reduce_unread;
   std::vector<int> maxnreg;   // per warpgroup: its register count (0: the launch's, not set yet)
   std::int64_t reg_pool = 0;  // the block's pool of registers released by setmaxnreg.dec
 };

@@ -1,5 +1,6 @@
 // emu/include/fsemu/async.hpp — asynchronous copies and barriers as the emulator runs them: the
-// cp.async groups of a thread, mbarriers, TMA tiled loads and stores, and the proxy fence.
+// cp.async groups of a thread, mbarriers, TMA tiled loads and stores, the bulk reduce-add, and the
+// proxy fence.
 //
 // Copies land as late as the rules allow: a cp.async lands when its group is waited for (or when
 // the mbarrier its arrival is tied to is waited on), a TMA load when its mbarrier is waited on;
@@ -37,8 +38,18 @@ void tma_load(void* dst, const void* tensor_map, const std::int32_t* coords, int
               std::uint64_t* bar);
 // cp.async.bulk.tensor.<rank>d.global.shared::cta.tile.bulk_group
 void tma_store(const void* tensor_map, const std::int32_t* coords, int rank, const void* src);
+// cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [dst], [src], bytes: adds `bytes`
+// of fp32 values from shared memory into global memory, each element one atomic add. Its source
+// is read when a cp.async.bulk.wait_group.read covers its group, and its adds are applied when a
+// cp.async.bulk.wait_group (without .read) does; one that only a .read wait covered completes
+// when the grid does (finish_launch). In flight: a store into its source before the .read wait,
+// and a plain load or store of its destination by its block, are faults.
+void bulk_reduce_add_f32(float* dst, const float* src, std::uint32_t bytes);
 void bulk_commit_group();
 void bulk_wait_group(int n, bool read_only);
+// The launch's grid has run (cudart.cpp): the reduce-adds still pending complete now (after a
+// failed launch they are dropped).
+void finish_launch(bool ok);
 void fence_proxy_async_shared();
 
 // For the tensor-core shim: faults if ordinary stores changed [addr, addr + bytes) of shared

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "device_buffer.hpp"
 #include "flashsteps/cuda/launch.cuh"
 #include "fsemu/access.hpp"
 #include "fsemu/profile.hpp"
@@ -26,30 +27,8 @@ using Catch::Matchers::ContainsSubstring;
 
 namespace {
 
-template <class... P, class... A>
-std::string launch(void (*k)(P...), dim3 grid, int threads, std::size_t smem, A... args) {
-  const cudaError_t e = flashsteps::launch_kernel(k, grid, dim3(static_cast<unsigned>(threads)),
-                                                  smem, nullptr, args...);
-  return e == cudaSuccess ? std::string() : std::string(cudaGetErrorString(e));
-}
-
-// Device memory of n elements, filled with `value`, freed at scope end.
-template <class T>
-struct Buffer {
-  T* p = nullptr;
-  std::size_t n;
-  Buffer(std::size_t count, T value) : n(count) {
-    REQUIRE(cudaMalloc(&p, n * sizeof(T)) == cudaSuccess);
-    const std::vector<T> host(n, value);
-    REQUIRE(cudaMemcpy(p, host.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
-  }
-  ~Buffer() { cudaFree(p); }
-  std::vector<T> read() const {
-    std::vector<T> host(n);
-    cudaMemcpy(host.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost);
-    return host;
-  }
-};
+using fsemu_test::Buffer;
+using fsemu_test::launch;
 
 // ---- 1. atomicAdd ------------------------------------------------------------------------------
 // Every thread of every block adds 1 to one global float and to its block's shared float; thread
