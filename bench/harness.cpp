@@ -1,12 +1,14 @@
 // bench/harness.cpp — what main() of every bench_<stage> binary runs (bench/stage_main.cpp), in the
 // shared bench library: the canonical shapes
 // (CONTRIBUTING.md, "How we measure"), each timed with the L2 flushed before every launch, written
-// as Google Benchmark JSON with names <stage>/b<B>_h<H>_sq<Sq>_skv<Skv>_d<D>_<dtype>[_causal].
+// as Google Benchmark JSON with names <stage>/<Problem::name()>, b<B>_h<H>_sq<Sq>_skv<Skv>_d<D>_
+// <dtype>[_causal][_hkv<H_kv>].
 //
 //   bench_03_online_softmax --benchmark_out=bench_03.json --benchmark_out_format=json
-//       [--fs_dtypes=fp16,bf16] [--fs_iters=30] [--fs_shapes=canonical|small] [--fs_list_shapes]
+//       [--fs_dtypes=fp16,bf16] [--fs_iters=30] [--fs_shapes=canonical|small|decode]
+//       [--fs_list_shapes]
 // --fs_list_shapes prints the shapes' names, one a line, and exits without a GPU: the one list of
-// the canonical shapes, which bench/sdpa/sdpa_bench.py --harness reads too.
+// each shape set, which bench/sdpa/sdpa_bench.py --harness reads too.
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -21,15 +23,37 @@
 namespace flashsteps::bench {
 namespace {
 
+enum class ShapeSet { canonical, small, decode };
+
 struct Options {
   std::vector<DType> dtypes{DType::fp16};
   int iters = 30;
-  bool small = false;
+  ShapeSet set = ShapeSet::canonical;
   bool list = false;
 };
 
+// Decode (Part V, issue 41): one new query row per sequence against a full KV cache of L keys,
+// K/V heads shared by groups of query heads: Llama-3-8B's attention (H_q 32, H_kv 8, D 128) and a
+// 70B model's on 8 GPUs (H_q 8, H_kv 1, D 128), B in {1, 8, 64}, L in {1k, 8k, 32k}. Bound by
+// memory: judged by the bytes it must move (Problem::min_dram_bytes: K and V of the cache read
+// once, Q read and O written once), per second.
+std::vector<Problem> decode_shapes(const Options& opt) {
+  std::vector<Problem> out;
+  for (auto [hq, hkv] : {std::pair<std::int64_t, std::int64_t>{32, 8}, {8, 1}})
+    for (std::int64_t b : {1, 8, 64})
+      for (std::int64_t l : {1024, 8192, 32768})
+        for (DType t : opt.dtypes) {
+          Problem p;
+          p.batch = b, p.heads = hq, p.heads_kv = hkv, p.seq_q = 1, p.seq_kv = l;
+          p.head_dim = 128, p.dtype = t, p.causal = false;
+          out.push_back(p);
+        }
+  return out;
+}
+
 // FlashAttention's benchmark set (B*S = 16k tokens, H*D = 2048) plus the small L4-era shapes.
 std::vector<Problem> canonical_shapes(const Options& opt) {
+  if (opt.set == ShapeSet::decode) return decode_shapes(opt);
   std::vector<Problem> out;
   auto add = [&](std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d, bool causal) {
     for (DType t : opt.dtypes) {
@@ -42,8 +66,9 @@ std::vector<Problem> canonical_shapes(const Options& opt) {
   for (bool causal : {false, true}) {
     for (std::int64_t d : {64, 128}) {
       const std::vector<std::int64_t> seqs =
-          opt.small ? std::vector<std::int64_t>{512, 1024}
-                    : std::vector<std::int64_t>{512, 1024, 2048, 4096, 8192, 16384};
+          opt.set == ShapeSet::small
+              ? std::vector<std::int64_t>{512, 1024}
+              : std::vector<std::int64_t>{512, 1024, 2048, 4096, 8192, 16384};
       for (std::int64_t s : seqs)
         add(16384 / s, 2048 / d, s, d, causal);
     }
@@ -57,8 +82,10 @@ std::vector<Problem> canonical_shapes(const Options& opt) {
 constexpr const char* kOwnFlags =
     "  --fs_dtypes=fp16[,bf16]      dtypes to time (default fp16)\n"
     "  --fs_iters=N                 timed launches per shape, median reported (default 30)\n"
-    "  --fs_shapes=canonical|small  every canonical shape, or only S = 512 and 1024 (default\n"
-    "                               canonical)\n"
+    "  --fs_shapes=canonical|small|decode\n"
+    "                               every canonical shape, only S = 512 and 1024, or the decode\n"
+    "                               shapes (Sq 1, GQA, KV caches of 1k to 32k keys; judged in\n"
+    "                               bytes per second) (default canonical)\n"
     "  --fs_list_shapes             print the shapes' names, one a line, and exit (no GPU "
     "needed)\n";
 
@@ -101,8 +128,14 @@ bool parse_own_flag(const char* arg, Options* opt) {
     return true;
   }
   if (const char* v = value("--fs_shapes=")) {
-    opt->small = std::strcmp(v, "small") == 0;
-    return opt->small || std::strcmp(v, "canonical") == 0;
+    for (auto [name, set] : {std::pair{"canonical", ShapeSet::canonical},
+                             {"small", ShapeSet::small},
+                             {"decode", ShapeSet::decode}})
+      if (std::strcmp(v, name) == 0) {
+        opt->set = set;
+        return true;
+      }
+    return false;
   }
   return false;
 }

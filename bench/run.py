@@ -15,10 +15,14 @@ budget, prints the plan with an estimate for every command, runs it and writes o
                          was built for sm_90a from a commit without local changes
   peaks.json             the measured cuBLAS GEMM (fp16, bf16) and device-to-device copy peaks
   bench_<stage>.json     Google Benchmark JSON at the canonical shapes (fp16), every stage and
-                         baseline; bench_<stage>.bf16.json when the budget allows bf16
+                         baseline; bench_<stage>.bf16.json when the budget allows bf16;
+                         bench_<stage>.decode.json, Part V's stages at the decode shapes (Sq 1,
+                         GQA, KV caches of 1k to 32k keys: bytes per second)
   sm_clock.csv           the SM clock sampled every 0.5 s while the peaks and benches ran
   sdpa.json              PyTorch SDPA per backend, the forward (when this host's python3 has torch)
   sdpa_bwd.json          the same, the backward (with the backward line's benches)
+  sdpa.decode.json       the same, the forward at the decode shapes (enable_gqa), with Part V's
+                         benches
   ncu_<stage>.csv        Nsight Compute, the fixed metric set (ncu-metrics.txt)
   table.md               the comparison table of this run
 and ends by packing the folder into one archive (ARCHIVE, default <out>.tgz) and printing a
@@ -32,9 +36,11 @@ summary per stage.
                 shapes; memcheck and racecheck of every stage whose kernels no committed run
                 sanitized with the same PTX), then what fits of: the backward stages' benches
                 with SDPA's backward, Nsight Compute profiles (unprofiled stages first), the
-                runners, the other sanitizer runs, bf16. A plan of backward stages only
+                runners, the other sanitizer runs, bf16; Part V's stages at the decode shapes
+                with SDPA there come with the backward group. A plan of backward stages only
                 (--stages "09a 09b 09c") takes their benches and SDPA's backward first, and
-                SDPA's forward with what fits. The estimates are the committed run's own timings
+                SDPA's forward with what fits; a plan of Part V's stages (--stages 10a)
+                times them at the decode shapes and SDPA there. The estimates are the committed run's own timings
                 (estimates.tsv in the bundle), else the stated defaults; a command never runs
                 past the budget.
   --dry-run     print the plan (every command with its timeout and estimate) and the files it
@@ -75,7 +81,7 @@ PROFILE_SHAPE = "--batch 4 --heads 16 --seq 2048 --dim 64"
 # plan line says whether its estimate is a recorded time or one of these.
 DEFAULTS = {"tests:cpu": 10, "tests": 90, "memcheck": 20, "racecheck": 40, "synccheck": 20,
             "initcheck": 20, "runner": 6, "peaks": 5, "bench": 20, "sdpa": 120, "sdpa_bwd": 240,
-            "profile": 20,
+            "bench_decode": 30, "sdpa_decode": 90, "profile": 20,
             "finish": 15}
 SAFETY = 0.9  # the plan fills at most this share of the budget: estimates are not promises
 # Under a budget, a stage whose bench would take longer than this at --iters launches per shape
@@ -287,6 +293,25 @@ class Planner:
                         f"{self.bin}/bench_{n}", f"--fs_dtypes={d}", f"--fs_iters={iters}",
                         f"--benchmark_out={out}", "--benchmark_out_format=json"]], sec, src,
                         job_tier, stage=n, why=why))
+            # Part V's stages at the decode shapes (bench/harness.cpp: Sq 1, GQA, caches of 1k to
+            # 32k keys, judged in bytes per second), and SDPA's forward at the same shapes with
+            # enable_gqa: one optional group (tier 1) behind the forward line, as the backward's.
+            decode = [n for n in names if self.index[n].get("part") == "inference"]
+            if "bench" in steps:
+                for n in decode:
+                    add(f"bench_decode:{n}:{d}", "bench", [[
+                        f"{self.bin}/bench_{n}", f"--fs_dtypes={d}", f"--fs_iters={a.iters}",
+                        "--fs_shapes=decode", f"--benchmark_out=bench_{n}.decode{suffix}.json",
+                        "--benchmark_out_format=json"]], "bench_decode", max(tier, 1), stage=n,
+                        why=f"the decode shapes (bytes per second), {d}")
+            if "sdpa" in steps and decode:
+                add(f"sdpa_decode:{d}", "sdpa",
+                    [["python3", os.path.join(self.root, "scripts", "sdpa_bench.py"), "--out",
+                      f"sdpa.decode{suffix}.json", "--harness", f"{self.bin}/bench_{decode[0]}",
+                      "--harness-shapes", "decode", "--dtypes", d, "--iters", str(a.iters),
+                      "--passes", "fwd"]],
+                    "sdpa_decode", max(tier, 1),
+                    why=f"PyTorch SDPA's backends at the decode shapes (enable_gqa), {d}")
             if "sdpa" in steps:
                 # The canonical shapes as the stages' harness lists them (one list).
                 harness = f"{self.bin}/bench_{names[0]}"

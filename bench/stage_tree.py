@@ -12,7 +12,8 @@ of a name.
                                                   separated; empty: every architecture of the
                                                   build), watchdog (yes/no), measured_as, role
                                                   (stage or baseline), kind (forward or backward),
-                                                  number, title, teaches, chapter, anchor, faults
+                                                  number, title, teaches, chapter, anchor, faults,
+                                                  part (the book's part: forward, backward, ...)
     stage_tree.py TREE ancestors NAME [FIELDS]    NAME's parent, its parent, ... to the first stage,
                                                   nearest first (with FIELDS as for field)
 
@@ -125,7 +126,7 @@ def field(entry, key):
 
 
 FIELDS = ("runner", "parent", "dir", "archs", "watchdog", "measured_as", "role", "kind", "number",
-          "title", "teaches", "chapter", "anchor", "faults")
+          "title", "teaches", "chapter", "anchor", "faults", "part")
 
 
 def main(argv):

@@ -8,7 +8,9 @@
 #     the bundle holds every file the plan runs, the estimate is within the 9 minutes, and the plan
 #     times every forward stage and SDPA's forward in tier 0 and runs every stage's GPU suite;
 #   - a plan of the backward stages only (run.sh --stages with their names, --steps bench,sdpa,
-#     6 minutes) times each of them and SDPA's backward, and leaves SDPA's forward for last.
+#     6 minutes) times each of them and SDPA's backward, and leaves SDPA's forward for last;
+#   - a plan of Part V's stages only (the tree's part "inference"; --steps bench,sdpa, 6 minutes)
+#     times each of them at the decode shapes and SDPA at the same shapes (enable_gqa), in fp16.
 # Exit 0 ok, 1 a check failed.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -21,13 +23,14 @@ mkdir -p "$work/bin" "$work/scripts"
 cp "$root/bench/run.sh" "$root/bench/run.py" "$root/bench/stage_tree.py" "$tree" "$work/"
 cp "$root/bench/stage_tree.py" "$root/bench/sdpa/sdpa_bench.py" "$root/bench/profile.sh" \
   "$root/bench/sm-clock.sh" "$root/bench/ncu-metrics.txt" "$work/scripts/"
-fields=$(python3 "$root/bench/stage_tree.py" "$tree" field role,kind,runner)
+fields=$(python3 "$root/bench/stage_tree.py" "$tree" field role,kind,runner,part)
 stand_in=$root/tests/cli/fake-gpu/stand-in-binary
 for f in test_cpu bench_peaks fs_table $(awk -F'\t' '{ print $4, "test_" $1, "bench_" $1 }' <<<"$fields"); do
   install -m 755 "$stand_in" "$work/bin/$f"
 done
 forward=$(awk -F'\t' '$2 == "stage" && $3 == "forward" { print $1 }' <<<"$fields")
 backward=$(awk -F'\t' '$2 == "stage" && $3 == "backward" { print $1 }' <<<"$fields")
+inference=$(awk -F'\t' '$2 == "stage" && $5 == "inference" { print $1 }' <<<"$fields")
 mapfile -t stages < <(awk -F'\t' '$2 == "stage" { print $1 }' <<<"$fields")
 [[ -n $forward && -n $backward ]] || fail "the tree has no forward or no backward stage"
 backward_words=$(tr '\n' ' ' <<<"$backward")
@@ -63,6 +66,19 @@ done
 grep -q "^run  sdpa_bwd:fp16:" <<<"$plan" || fail "the backward plan does not time SDPA's backward:"$'\n'"$plan"
 grep -q "^skip sdpa:fp16:" <<<"$plan" ||
   fail "the backward plan times SDPA's forward before what fits:"$'\n'"$plan"
+if [[ -n $inference ]]; then
+  inference_words=$(tr '\n' ' ' <<<"$inference")
+  inference_words=${inference_words% }
+  plan=$("$work/run.sh" --dry-run --budget-min 6 --steps bench,sdpa --stages "$inference_words" \
+    2>/dev/null || true)
+  for n in $inference; do
+    grep -q "^run  bench_decode:$n:fp16:" <<<"$plan" ||
+      fail "the inference plan does not time $n at the decode shapes:"$'\n'"$plan"
+  done
+  grep -q "^run  sdpa_decode:fp16:" <<<"$plan" ||
+    fail "the inference plan does not time SDPA at the decode shapes:"$'\n'"$plan"
+fi
 echo "plan-check: PASS: the whole tree's 9-minute dry run ($secs s) holds every file it runs, runs" \
   "every stage's suite and times every forward stage and SDPA's forward; the" \
-  "backward plan ($backward_words) times each backward stage and SDPA's backward"
+  "backward plan ($backward_words) times each backward stage and SDPA's backward;" \
+  "the inference plan (${inference_words:-none}) times each at the decode shapes and SDPA there"

@@ -82,34 +82,54 @@ class Shape:
     head_dim: int
     dtype: str = "fp16"
     causal: bool = False
+    heads_kv: int = 0  # K/V heads (GQA, MQA): 0 means heads, as Problem::heads_kv
 
-    NAME = re.compile(r"b(\d+)_h(\d+)_sq(\d+)_skv(\d+)_d(\d+)_(fp16|bf16)(_causal)?")
+    NAME = re.compile(r"b(\d+)_h(\d+)_sq(\d+)_skv(\d+)_d(\d+)_(fp16|bf16)(_causal)?(?:_hkv(\d+))?")
+
+    @property
+    def kv_heads(self) -> int:
+        return self.heads_kv or self.heads
 
     def name(self) -> str:
         return (f"b{self.batch}_h{self.heads}_sq{self.seq_q}_skv{self.seq_kv}_d{self.head_dim}"
-                f"_{self.dtype}" + ("_causal" if self.causal else ""))
+                f"_{self.dtype}" + ("_causal" if self.causal else "") +
+                (f"_hkv{self.kv_heads}" if self.kv_heads != self.heads else ""))
 
     @classmethod
     def parse(cls, name: str) -> "Shape":
         m = cls.NAME.fullmatch(name)
         if not m:
-            raise ValueError(f"{name!r} is not b<B>_h<H>_sq<Sq>_skv<Skv>_d<D>_<fp16|bf16>[_causal]")
+            raise ValueError(f"{name!r} is not b<B>_h<H>_sq<Sq>_skv<Skv>_d<D>_<fp16|bf16>"
+                             f"[_causal][_hkv<H_kv>]")
         b, h, sq, skv, d = (int(x) for x in m.groups()[:5])
         if min(b, h, sq, skv, d) < 1:
             raise ValueError(f"{name!r}: every size must be >= 1")
-        return cls(b, h, sq, skv, d, m.group(6), m.group(7) is not None)
+        hkv = int(m.group(8)) if m.group(8) else 0
+        if m.group(8) and (hkv < 1 or h % hkv):
+            raise ValueError(f"{name!r}: H = {h} is not a multiple of H_kv = {hkv} (H_kv >= 1)")
+        return cls(b, h, sq, skv, d, m.group(6), m.group(7) is not None, 0 if hkv == h else hkv)
 
     def flops(self, backward: bool = False) -> float:
         f = 4.0 * self.batch * self.heads * self.seq_q * self.seq_kv * self.head_dim
         f = f / 2 if self.causal else f
         return 2.5 * f if backward else f  # flashsteps::Problem::flops(StageKind::backward)
 
+    def min_bytes(self) -> int:
+        """The forward's bytes moved at the least, as flashsteps::Problem::min_dram_bytes counts
+        them for every stage: Q read and O written, K and V of the H_kv heads read once, the LSE
+        (fp32) written. The same count for every backend, so that bytes per second compare times."""
+        e = 2  # fp16, bf16
+        q = self.batch * self.heads * self.seq_q * self.head_dim
+        kv = self.batch * self.kv_heads * self.seq_kv * self.head_dim
+        return (2 * q + 2 * kv) * e + self.batch * self.heads * self.seq_q * 4
 
-def harness_shapes(harness: str, dtypes: list[str]) -> list[Shape]:
-    """The canonical shapes, in order, as the stages' bench harness lists them (a bench_<stage>
-    binary's --fs_list_shapes; bench/harness.cpp holds the one list). Needs no GPU."""
+
+def harness_shapes(harness: str, dtypes: list[str], shape_set: str = "canonical") -> list[Shape]:
+    """A shape set (canonical, small, decode), in order, as the stages' bench harness lists it (a
+    bench_<stage> binary's --fs_list_shapes; bench/harness.cpp holds the one list). No GPU needed."""
     try:
-        out = subprocess.run([harness, "--fs_list_shapes", "--fs_dtypes=" + ",".join(dtypes)],
+        out = subprocess.run([harness, "--fs_list_shapes", "--fs_dtypes=" + ",".join(dtypes),
+                              "--fs_shapes=" + shape_set],
                              capture_output=True, text=True, check=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError) as e:
         raise SystemExit(f"sdpa_bench: cannot list the shapes with {harness} --fs_list_shapes: {e}")
@@ -136,6 +156,8 @@ def timed_entry(backend: str, shape: Shape, samples: list[float], label: str, in
     entry.update(iterations=len(samples), real_time=stats["median_ms"],
                  cpu_time=stats["median_ms"], time_unit="ms", label=label, **stats)
     entry["FLOP/s"] = shape.flops(backend.startswith(BWD)) / (stats["median_ms"] * 1e-3)
+    if not backend.startswith(BWD):  # as bench/harness_common.cpp's timed_loop
+        entry["bytes_per_second"] = shape.min_bytes() / (stats["median_ms"] * 1e-3)
     return entry
 
 
@@ -283,15 +305,18 @@ def bench_backend(torch, backend: str, shape: Shape, qkv, flush, args, index: in
         return error_entry(name, shape, f"unsupported: PyTorch {torch.__version__} has no "
                            f"SDPBackend.{BACKENDS[backend]}", index)
     q, k, v = (x.detach().requires_grad_() for x in qkv) if backward else qkv
+    # K and V of fewer heads than Q: SDPA's enable_gqa (PyTorch >= 2.5; an older one raises
+    # TypeError, an entry "unsupported: ..." like a backend that refuses the shape).
+    gqa = {"enable_gqa": True} if shape.kv_heads != shape.heads else {}
     if shape.causal and shape.seq_q != shape.seq_kv:
         from torch.nn.attention.bias import causal_lower_right
         mask = causal_lower_right(shape.seq_q, shape.seq_kv)
 
         def forward():
-            return sdpa(q, k, v, attn_mask=mask)
+            return sdpa(q, k, v, attn_mask=mask, **gqa)
     else:
         def forward():
-            return sdpa(q, k, v, is_causal=shape.causal)
+            return sdpa(q, k, v, is_causal=shape.causal, **gqa)
 
     with warnings.catch_warnings(record=True) as caught, sdpa_kernel(member):
         warnings.simplefilter("always")
@@ -310,7 +335,7 @@ def bench_backend(torch, backend: str, shape: Shape, qkv, flush, args, index: in
         except torch.cuda.OutOfMemoryError as e:
             torch.cuda.empty_cache()
             return error_entry(name, shape, "out of memory: " + one_line(e), index)
-        except (RuntimeError, ValueError, NotImplementedError) as e:
+        except (RuntimeError, ValueError, NotImplementedError, TypeError) as e:
             # PyTorch explains a refused backend in warnings, then raises "No available kernel".
             reasons = [one_line(w.message) for w in caught] + [one_line(e)]
             return error_entry(name, shape, "unsupported: " + "; ".join(reasons), index)
@@ -333,9 +358,10 @@ def measure(torch, shapes: list[Shape], args) -> tuple[dict, list[dict]]:
     for shape in shapes:
         gen.manual_seed(args.seed)
         try:
-            qkv = [torch.randn((shape.batch, shape.heads, s, shape.head_dim), generator=gen,
+            qkv = [torch.randn((shape.batch, h, s, shape.head_dim), generator=gen,
                                device="cuda", dtype=dtypes[shape.dtype]).add_(0.5)
-                   for s in (shape.seq_q, shape.seq_kv, shape.seq_kv)]
+                   for h, s in ((shape.heads, shape.seq_q), (shape.kv_heads, shape.seq_kv),
+                                (shape.kv_heads, shape.seq_kv))]
         except torch.cuda.OutOfMemoryError as e:
             torch.cuda.empty_cache()
             why = "out of memory for the inputs: " + one_line(e)
@@ -371,10 +397,27 @@ def self_test(harness: str | None) -> int:
             assert Shape.parse(s.name()) == s, s
             assert s.batch * s.seq_q in (16384, 512) and s.heads * s.head_dim in (2048, 512), s
         assert shapes[0].name() == "b32_h32_sq512_skv512_d64_fp16"
+        # The decode set: Sq 1 against caches of 1k to 32k keys, H_q 32 / H_kv 8 and 8 / 1, D 128.
+        decode = harness_shapes(harness, ["fp16", "bf16"], "decode")
+        assert len(decode) == 36 and decode[1].name() == "b1_h32_sq1_skv1024_d128_bf16_hkv8", \
+            decode[:2]
+        for s in decode:
+            assert Shape.parse(s.name()) == s, s
+            assert s.seq_q == 1 and s.head_dim == 128 and not s.causal, s
+            assert (s.heads, s.kv_heads) in ((32, 8), (8, 1)), s
+        assert {(s.batch, s.seq_kv) for s in decode} == \
+            {(b, L) for b in (1, 8, 64) for L in (1024, 8192, 32768)}
     assert Shape.parse("b16_h16_sq1024_skv1024_d128_fp16_causal").flops() == 2.0 ** 36
     assert Shape.parse("b16_h16_sq1024_skv1024_d128_fp16_causal").flops(True) == 2.5 * 2.0 ** 36
+    # Bytes, counted by hand: B 2, H 8 (H_kv 2), Sq 1, Skv 1024, D 128, fp16: Q and O 2*2*8*128*2
+    # = 8 KiB, K and V 2*2*2*1024*128*2 = 2 MiB, the LSE 2*8*4 = 64 bytes.
+    gqa = Shape.parse("b2_h8_sq1_skv1024_d128_fp16_hkv2")
+    assert (gqa.heads, gqa.kv_heads, gqa.name()) == (8, 2, "b2_h8_sq1_skv1024_d128_fp16_hkv2")
+    assert gqa.min_bytes() == 8192 + 2 * 1024 * 1024 + 64, gqa.min_bytes()
+    assert Shape.parse("b2_h8_sq1_skv1024_d128_fp16_hkv8") == Shape.parse("b2_h8_sq1_skv1024_d128_fp16")
     for bad in ("b16_h16_sq1024_d128_fp16", "b0_h1_sq1_skv1_d1_fp16", "b1_h1_sq1_skv1_d1_fp32",
-                "b1_h1_sq1_skv1_d1_fp16_causal_x"):
+                "b1_h1_sq1_skv1_d1_fp16_causal_x", "b1_h8_sq1_skv1_d1_fp16_hkv3",
+                "b1_h8_sq1_skv1_d1_fp16_hkv0", "b1_h8_sq1_skv1_d1_fp16_hkv2_causal"):
         try:
             Shape.parse(bad)
         except ValueError:
@@ -402,10 +445,13 @@ def self_test(harness: str | None) -> int:
     assert timed["run_type"] == "iteration" and timed["time_unit"] == "ms"
     assert (timed["median_ms"], timed["p10_ms"], timed["p90_ms"]) == (0.5, 0.25, 0.75)
     assert math.isclose(timed["FLOP/s"], 2.0 ** 29 / 0.5e-3)
+    assert math.isclose(timed["bytes_per_second"], shape.min_bytes() / 0.5e-3)
+    assert "bytes_per_second" not in timed_bwd
     assert failed["error_occurred"] is True
     assert failed["error_message"] == "out of memory: synthetic"
     assert "median_ms" not in failed and "FLOP/s" not in failed
-    print("sdpa_bench self-test: ok (28 canonical shapes, statistics, JSON writer)")
+    print("sdpa_bench self-test: ok (28 canonical shapes, 18 decode shapes a dtype, statistics, "
+          "bytes, JSON writer)")
     return 0
 
 
@@ -440,6 +486,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--harness", metavar="BENCH",
                    help="a bench_<stage> binary: time the canonical shapes it lists "
                         "(--fs_list_shapes; bench/harness.cpp holds the one list)")
+    p.add_argument("--harness-shapes", choices=["canonical", "small", "decode"],
+                   default="canonical",
+                   help="the harness's shape set to time (its --fs_shapes; default canonical)")
     p.add_argument("--backends", nargs="+", choices=list(BACKENDS), default=list(BACKENDS),
                    help="SDPA backends to force, in turn (default: all)")
     p.add_argument("--passes", nargs="+", choices=["fwd", "bwd"], default=["fwd", "bwd"],
@@ -478,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sdpa_bench: PyTorch {torch.__version__} sees no CUDA GPU; no SDPA baselines "
               f"measured, {args.out} not written.", file=sys.stderr)
         return 0
-    shapes = args.shapes or harness_shapes(args.harness, args.dtypes)
+    shapes = args.shapes or harness_shapes(args.harness, args.dtypes, args.harness_shapes)
     context, entries = measure(torch, shapes, args)
     write_results(args.out, context, entries)
     failed = sum(1 for e in entries if e.get("error_occurred"))
