@@ -779,3 +779,61 @@ TEST_CASE("README's stage table is the tree's, between its markers", "[stages][s
   CHECK_THROWS_WITH(replace_stages_block("# no markers\n", build_stages()),
                     ContainsSubstring("has no stage table"));
 }
+
+TEST_CASE("decode shapes: a table of their own, in TB/s and % of the copy peak", "[compare]") {
+  // A run with one canonical shape and two decode shapes (Sq 1, GQA), timed by a stage and by
+  // SDPA, and the copy peak. The rates are worked out here from the sizes, not by the tool.
+  RunData run;
+  auto add = [&](const std::string& backend, const Problem& p, double ms) {
+    Measurement m;
+    m.backend = backend;
+    m.problem = p;
+    m.median_ms = ms;
+    run.measurements.push_back(m);
+  };
+  Problem canonical;
+  canonical.batch = 16, canonical.heads = 16, canonical.seq_q = canonical.seq_kv = 1024;
+  canonical.head_dim = 128;
+  Problem decode;
+  decode.batch = 8, decode.heads = 32, decode.heads_kv = 8, decode.seq_q = 1;
+  decode.seq_kv = 8192, decode.head_dim = 128;
+  Problem mqa = decode;
+  mqa.heads = 8, mqa.heads_kv = 1;
+  add("10a_kv_cache", canonical, 1.0);
+  add("10a_kv_cache", decode, 0.25);
+  add("sdpa_flash", decode, 0.5);
+  run.has_peaks_file = true;
+  run.peaks["peak_copy/d2d"].per_second = 3.0e12;
+
+  // Every decode shape leaves the FLOP/s groups; the canonical one stays.
+  CHECK(decode_shape(decode));
+  CHECK(decode_shape(mqa));
+  CHECK_FALSE(decode_shape(canonical));
+  const auto groups = shape_groups(run, DType::fp16);
+  REQUIRE(groups.size() == 1);
+  CHECK(groups[0].shapes.size() == 1);
+
+  const Table t = decode_table(run, DType::fp16);
+  REQUIRE(t.rows.size() == 1);  // the decode shape; the MQA one was not timed
+  // shape, then the backends in RunData::backends()' order: SDPA's (this run names no stage
+  // tree), then the others.
+  REQUIRE(t.header.size() == 3);
+  CHECK(render(t.header[1], Format::console) == "sdpa_flash");
+  CHECK(render(t.header[2], Format::console) == "10a_kv_cache");
+  // Bytes: K and V 2 * 8 * 8 * 8192 * 128 * 2 = 268,435,456; Q and O 2 * 8 * 32 * 128 * 2 =
+  // 131,072; the LSE 8 * 32 * 4 = 1,024. In 0.25 ms: 1.07428 TB/s, 35.8% of 3 TB/s; in 0.5 ms,
+  // half.
+  CHECK(render(t.rows[0][0], Format::console) == "B=8 H=32/8 Sq=1 Skv=8192 D=128");
+  CHECK(render(t.rows[0][2], Format::console) == "1.07 (35.8%)");
+  CHECK(render(t.rows[0][1], Format::console) == "0.537 (17.9%)");
+  const std::string report = comparison_report(run, DType::fp16, Format::console);
+  CHECK(report.find("Decode, fp16: TB/s") != std::string::npos);
+  CHECK(report.find("b8_h32_sq1_skv8192") == std::string::npos);  // no FLOP/s table of it
+
+  // Without a copy peak: the rates alone, and the caption says why.
+  run.peaks.clear();
+  const Table bare = decode_table(run, DType::fp16);
+  CHECK(render(bare.rows[0][2], Format::console) == "1.07");
+  CHECK(render(bare.caption, Format::console).find("no copy peak") != std::string::npos);
+  CHECK(decode_table(run, DType::bf16).rows.empty());
+}

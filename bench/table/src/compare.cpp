@@ -2,6 +2,7 @@
 #include "fs_table/table.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 #include <tuple>
 
@@ -18,9 +19,14 @@ std::string ShapeGroup::plot_title() const {
          (causal ? ",causal" : ",non-causal");
 }
 
+bool decode_shape(const Problem& p) {
+  return p.seq_q <= kDecodeMaxRows;
+}
+
 std::vector<ShapeGroup> shape_groups(const RunData& run, DType dtype) {
   std::vector<ShapeGroup> groups;
   for (const Problem& p : run.shapes(dtype)) {
+    if (decode_shape(p)) continue;
     const std::int64_t tokens = p.batch * p.seq_q;
     auto it = std::find_if(groups.begin(), groups.end(), [&](const ShapeGroup& g) {
       return g.head_dim == p.head_dim && g.causal == p.causal && g.heads == p.heads &&
@@ -310,10 +316,67 @@ Text legend() {
       "measured in the same run. \"-\": not applicable; \"n/a (k)\": see note (k).");
 }
 
+Table decode_table(const RunData& run, DType dtype) {
+  Table t;
+  std::vector<Problem> shapes;
+  for (const Problem& p : run.shapes(dtype))
+    if (decode_shape(p)) shapes.push_back(p);
+  if (shapes.empty()) return t;
+  std::sort(shapes.begin(), shapes.end(), [](const Problem& a, const Problem& b) {
+    return std::make_tuple(-a.heads, -a.kv_heads(), a.head_dim, a.causal, a.seq_q, a.batch,
+                           a.seq_kv) < std::make_tuple(-b.heads, -b.kv_heads(), b.head_dim,
+                                                       b.causal, b.seq_q, b.batch, b.seq_kv);
+  });
+  std::vector<std::string> backends;
+  for (const std::string& b : run.backends()) {
+    const bool timed = std::any_of(shapes.begin(), shapes.end(),
+                                   [&](const Problem& p) { return run.find(b, p) != nullptr; });
+    if (timed) backends.push_back(b);
+  }
+  Footnotes notes;
+  std::optional<double> copy;
+  if (const auto it = run.peaks.find("peak_copy/d2d"); it != run.peaks.end())
+    copy = it->second.per_second;
+  t.caption =
+      plain("Decode, " + std::string(to_string(dtype)) + ": TB/s of the bytes it must move" +
+            (copy ? " (% of the device-to-device copy, " + fmt_sig(*copy / 1e12) +
+                        " TB/s, measured in the same run)"
+                  : " (no copy peak in this run: no %)"));
+  t.header.push_back(plain("shape"));
+  t.numeric.push_back(false);
+  for (const std::string& b : backends) {
+    t.header.push_back(code(b));
+    t.numeric.push_back(true);
+  }
+  for (const Problem& p : shapes) {
+    std::vector<Text> row{plain("B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) +
+                                "/" + std::to_string(p.kv_heads()) + " Sq=" +
+                                std::to_string(p.seq_q) + " Skv=" + std::to_string(p.seq_kv) +
+                                " D=" + std::to_string(p.head_dim) + (p.causal ? " causal" : ""))};
+    const double bytes = static_cast<double>(p.min_dram_bytes(StageKind::forward));
+    for (const std::string& b : backends) {
+      const TimeLookup tl = lookup_time(run, b, p);
+      if (!tl.m) {
+        row.push_back(notes.mark(tl.reason));
+        continue;
+      }
+      const double rate = bytes / (tl.m->median_ms * 1e-3);
+      row.push_back(plain(fmt_sig(rate / 1e12) +
+                          (copy ? " (" + fmt_percent(percent_of_peak(rate, *copy)) + ")" : "") +
+                          (tl.m->noisy() ? kNoisyMark : "")));
+    }
+    t.rows.push_back(std::move(row));
+  }
+  t.notes = notes.notes();
+  note_noise(t);
+  return t;
+}
+
 std::string comparison_report(const RunData& run, DType dtype, Format f) {
   const auto groups = shape_groups(run, dtype);
+  const Table decode = decode_table(run, dtype);
   std::ostringstream os;
-  if (groups.empty()) {
+  if (groups.empty() && decode.rows.empty()) {
     os << "No " << to_string(dtype) << " measurements in this run.\n";
     return os.str();
   }
@@ -324,6 +387,7 @@ std::string comparison_report(const RunData& run, DType dtype, Format f) {
     for (const Problem& p : g.shapes)
       os << render(shape_table(run, p), f) << '\n';
   }
+  if (!decode.rows.empty()) os << render(decode, f) << '\n';
   return os.str();
 }
 

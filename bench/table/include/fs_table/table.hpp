@@ -326,8 +326,17 @@ struct ShapeGroup {
   std::string plot_title() const;
 };
 
-/// Groups of one dtype, sweeps (most shapes) first, then by D, causal, H, tokens.
+/// A decode shape (Part V): at most kDecodeMaxRows query rows per sequence (Sq 1..16), bound by
+/// memory: its tables show bytes per second, not FLOP/s, and shape_groups() leaves it out.
+inline constexpr std::int64_t kDecodeMaxRows = 16;
+bool decode_shape(const Problem& p);
+/// Groups of one dtype, sweeps (most shapes) first, then by D, causal, H, tokens; no decode shape.
 std::vector<ShapeGroup> shape_groups(const RunData& run, DType dtype);
+/// The decode shapes of one dtype: rows = shapes (by H, H_kv, D, B, Skv), columns = the backends
+/// timed at any of them, cell = "TB/s (x% of copy)": the bytes Problem::min_dram_bytes counts (K
+/// and V of the cache read once, Q read and O written once) per second of the median, against
+/// the device-to-device copy (peak_copy/d2d) measured in the same run. Empty when there is none.
+Table decode_table(const RunData& run, DType dtype);
 /// "S=1024", or "Sq=512,Skv=1024" when they differ.
 std::string column_label(const Problem& p);
 
