@@ -433,9 +433,14 @@ TEST_CASE("Markdown tables have the shape Doxygen accepts", "[markdown]") {
     }
     CHECK(pipes == columns + 1);
   }
-  // Header, separator, one row per known backend: the build's stages and baselines, and SDPA's.
+  // Header, separator, one row per known forward backend: the build's forward stages and
+  // baselines, and SDPA's forward (the backward line has tables of its own).
+  const std::size_t forward_stages = static_cast<std::size_t>(
+      std::count_if(run.stages.stages.begin(), run.stages.stages.end(),
+                    [](const StageList::Stage& s) { return s.kind == StageKind::forward; }));
+  CHECK(forward_stages < run.stages.stages.size());  // the tree has backward stages too
   const std::size_t backends =
-      run.stages.stages.size() + run.stages.baselines.size() + std::size(kSdpaBackends);
+      forward_stages + run.stages.baselines.size() + std::size(kSdpaBackends);
   CHECK(row - 2 == 2 + backends);
   REQUIRE(row + 1 < lines.size());
   CHECK(lines[row + 1] == "- (1) no results for this backend in this run");
@@ -836,4 +841,70 @@ TEST_CASE("decode shapes: a table of their own, in TB/s and % of the copy peak",
   CHECK(render(bare.rows[0][2], Format::console) == "1.07");
   CHECK(render(bare.caption, Format::console).find("no copy peak") != std::string::npos);
   CHECK(decode_table(run, DType::bf16).rows.empty());
+}
+
+TEST_CASE("the backward line has tables of its own, against SDPA's backward", "[compare]") {
+  // A forward stage and a backward stage timed at one shape, with SDPA's forward and backward.
+  RunData run;
+  run.stages = build_stages();
+  Problem p;
+  p.batch = 16, p.heads = 16, p.seq_q = p.seq_kv = 1024, p.head_dim = 128;
+  auto add = [&](const std::string& backend, double ms) {
+    Measurement m;
+    m.backend = backend;
+    m.problem = p;
+    m.median_ms = ms;
+    m.kind = run.kind_of(backend);
+    run.measurements.push_back(m);
+  };
+  add("06c_swizzle", 1.0);
+  add("sdpa_flash", 0.5);
+  add("09c_bwd_mma", 4.0);
+  add("sdpa_bwd_flash", 2.0);
+  REQUIRE(run.kind_of("09c_bwd_mma") == StageKind::backward);
+  const auto rows = [](const Table& t) {
+    std::vector<std::string> out;
+    for (const auto& r : t.rows)
+      out.push_back(render(r[0], Format::console));
+    return out;
+  };
+  auto has = [](const std::vector<std::string>& v, const char* s) {
+    return std::find(v.begin(), v.end(), s) != v.end();
+  };
+  const auto groups = shape_groups(run, DType::fp16);
+  REQUIRE(groups.size() == 1);
+  // The forward tables: no backward row ("n/a" rows of stages that time something else).
+  const auto fwd = rows(overview_table(run, groups[0]));
+  CHECK(has(fwd, "06c_swizzle"));
+  CHECK(has(fwd, "sdpa_flash"));
+  CHECK_FALSE(has(fwd, "09c_bwd_mma"));
+  CHECK_FALSE(has(fwd, "sdpa_bwd_flash"));
+  CHECK_FALSE(has(rows(shape_table(run, p)), "09c_bwd_mma"));
+  // The backward tables: the backward stages, then SDPA's backward backends in SDPA's order.
+  const Table bwd = overview_table(run, groups[0], StageKind::backward);
+  const auto b = rows(bwd);
+  CHECK_FALSE(has(b, "06c_swizzle"));
+  CHECK_FALSE(has(b, "sdpa_flash"));
+  REQUIRE(has(b, "09c_bwd_mma"));
+  const auto at = [&](const char* s) { return std::find(b.begin(), b.end(), s) - b.begin(); };
+  CHECK(at("09a_bwd_scalar") < at("09c_bwd_mma"));
+  CHECK(at("09c_bwd_mma") < at("sdpa_bwd_flash"));
+  CHECK(at("sdpa_bwd_flash") < at("sdpa_bwd_cudnn"));
+  CHECK(render(bwd.caption, Format::console).rfind("Backward, ", 0) == 0);
+  // Its shape table compares 09c with SDPA's flash backward: 2 ms / 4 ms = 0.500x.
+  const Table st = shape_table(run, p, StageKind::backward);
+  CHECK(render(st.header[6], Format::console) == "vs sdpa_bwd_flash");
+  bool found = false;
+  for (const auto& r : st.rows) {
+    if (render(r[0], Format::console) != "09c_bwd_mma") continue;
+    found = true;
+    CHECK(render(r[6], Format::console) == "0.500x");
+  }
+  CHECK(found);
+  const std::string report = comparison_report(run, DType::fp16, Format::console);
+  CHECK(report.find("Backward, D = 128") != std::string::npos);
+  // A run without backward entries prints no backward table.
+  run.measurements.erase(run.measurements.begin() + 2, run.measurements.end());
+  CHECK(comparison_report(run, DType::fp16, Format::console).find("Backward,") ==
+        std::string::npos);
 }

@@ -150,17 +150,38 @@ Text shape_label(const Problem& p) {
 
 }  // namespace
 
-Table overview_table(const RunData& run, const ShapeGroup& group) {
+std::vector<std::string> backends_of_kind(const RunData& run, StageKind kind) {
+  std::vector<std::string> out;
+  std::vector<std::string> sdpa_bwd;  // SDPA's backward: every backend, in SDPA's order
+  for (std::string_view s : kSdpaBackends)
+    sdpa_bwd.push_back(sdpa_of_kind(s, StageKind::backward));
+  for (const std::string& b : run.backends()) {
+    const bool is_sdpa_bwd = std::find(sdpa_bwd.begin(), sdpa_bwd.end(), b) != sdpa_bwd.end();
+    if (run.kind_of(b) == kind && !is_sdpa_bwd) out.push_back(b);
+  }
+  if (kind == StageKind::backward) {  // after the backward stages, before any other entry
+    const auto is_stage = [&](const std::string& b) {
+      return std::any_of(run.stages.stages.begin(), run.stages.stages.end(),
+                         [&](const StageList::Stage& st) { return st.name == b; });
+    };
+    const auto others = std::stable_partition(out.begin(), out.end(), is_stage);
+    out.insert(others, sdpa_bwd.begin(), sdpa_bwd.end());
+  }
+  return out;
+}
+
+Table overview_table(const RunData& run, const ShapeGroup& group, StageKind kind) {
   Table t;
   Footnotes notes;
-  t.caption = group.caption() + plain(" (median ms / TFLOP/s)");
+  t.caption = (kind == StageKind::backward ? plain("Backward, ") : plain("")) + group.caption() +
+              plain(" (median ms / TFLOP/s)");
   t.header.push_back(plain("backend"));
   t.numeric.push_back(false);
   for (const Problem& p : group.shapes) {
     t.header.push_back(plain(column_label(p)));
     t.numeric.push_back(true);
   }
-  for (const std::string& b : run.backends()) {
+  for (const std::string& b : backends_of_kind(run, kind)) {
     std::vector<Text> row{code(b)};
     for (const Problem& p : group.shapes) {
       const TimeLookup tl = lookup_time(run, b, p);
@@ -175,18 +196,18 @@ Table overview_table(const RunData& run, const ShapeGroup& group) {
   return t;
 }
 
-Table shape_table(const RunData& run, const Problem& shape) {
+Table shape_table(const RunData& run, const Problem& shape, StageKind kind) {
   Table t;
   Footnotes notes;
-  t.caption = code(shape.name());
+  t.caption = (kind == StageKind::backward ? plain("Backward, ") : plain("")) + code(shape.name());
   t.header = {plain("backend"),
               plain("median ms"),
               plain("p10-p90 ms"),
               plain("TFLOP/s"),
               plain("% of peak"),
               plain("vs parent stage"),
-              plain("vs ") + code("sdpa_flash"),
-              plain("vs ") + code("sdpa_cudnn")};
+              plain("vs ") + code(sdpa_of_kind("sdpa_flash", kind)),
+              plain("vs ") + code(sdpa_of_kind("sdpa_cudnn", kind))};
   t.numeric.assign(t.header.size(), true);
   t.numeric[0] = false;
   const PeakLookup peak = lookup_gemm_peak(run, shape.dtype);
@@ -195,7 +216,7 @@ Table shape_table(const RunData& run, const Problem& shape) {
   auto ratio_to = [&](const TimeLookup& ref, std::string_view ref_name, const Measurement& m) {
     return ref.m ? plain(ratio_cell(*ref.m, m)) : notes.mark(no_time_at_shape(ref_name));
   };
-  for (const std::string& b : run.backends()) {
+  for (const std::string& b : backends_of_kind(run, kind)) {
     if (!run.has_backend(b)) continue;  // the overview already marks backends the run lacks
     const TimeLookup tl = lookup_time(run, b, shape);
     std::vector<Text> row{code(b)};
@@ -311,7 +332,8 @@ Text run_caption(const RunData& run) {
 Text legend() {
   return plain(
       "Times are medians over launches with the L2 cache flushed before each. TFLOP/s counts "
-      "4·B·H·Sq·Skv·D FLOPs, halved when causal. Speedups and ratios are t(reference) / t(row): "
+      "4·B·H·Sq·Skv·D FLOPs, halved when causal, and 2.5 times that in the backward tables "
+      "(the backward line against SDPA's backward). Speedups and ratios are t(reference) / t(row): "
       "above 1x the row is faster. % of peak is against the cuBLAS GEMM of the same dtype "
       "measured in the same run. \"-\": not applicable; \"n/a (k)\": see note (k).");
 }
@@ -386,6 +408,17 @@ std::string comparison_report(const RunData& run, DType dtype, Format f) {
   for (const ShapeGroup& g : groups) {
     for (const Problem& p : g.shapes)
       os << render(shape_table(run, p), f) << '\n';
+  }
+  // The backward line against SDPA's backward, in tables of its own, when the run timed it.
+  const auto backward = backends_of_kind(run, StageKind::backward);
+  if (std::any_of(backward.begin(), backward.end(),
+                  [&](const std::string& b) { return run.has_backend(b); })) {
+    for (const ShapeGroup& g : groups)
+      os << render(overview_table(run, g, StageKind::backward), f) << '\n';
+    for (const ShapeGroup& g : groups) {
+      for (const Problem& p : g.shapes)
+        os << render(shape_table(run, p, StageKind::backward), f) << '\n';
+    }
   }
   if (!decode.rows.empty()) os << render(decode, f) << '\n';
   return os.str();

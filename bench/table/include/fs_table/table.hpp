@@ -359,11 +359,17 @@ double speedup(double t_ref_ms, double t_ms);
 /// Achieved FLOP/s as a percentage of a peak.
 double percent_of_peak(double flops_per_second, double peak_flops_per_second);
 
-/// Per group: rows = backends, columns = S, cell = "median ms / TFLOP/s".
-Table overview_table(const RunData& run, const ShapeGroup& group);
-/// One shape: rows = the backends the run holds; columns = time, p10-p90, TFLOP/s, % of peak,
-/// speedup over the parent stage, vs sdpa_flash, vs sdpa_cudnn.
-Table shape_table(const RunData& run, const Problem& shape);
+/// The backends of one kind, in RunData::backends()' order: the forward (forward stages, the
+/// baselines, SDPA's forward backends) or the backward (backward stages, sdpa_bwd_<backend>).
+std::vector<std::string> backends_of_kind(const RunData& run, StageKind kind);
+/// Per group: rows = the backends of `kind`, columns = S, cell = "median ms / TFLOP/s" (the
+/// backward's TFLOP/s count its 2.5x FLOPs).
+Table overview_table(const RunData& run, const ShapeGroup& group,
+                     StageKind kind = StageKind::forward);
+/// One shape: rows = the backends of `kind` the run holds; columns = time, p10-p90, TFLOP/s, % of
+/// peak, speedup over the parent stage, vs sdpa_flash and vs sdpa_cudnn (for the backward: vs
+/// sdpa_bwd_flash and sdpa_bwd_cudnn).
+Table shape_table(const RunData& run, const Problem& shape, StageKind kind = StageKind::forward);
 /// One stage at every shape of the run against its parent stage, sdpa_flash, sdpa_cudnn and
 /// cuBLAS: its time, rate and % of peak, and its speedup over each (the references' own times are
 /// in the shape tables). A time whose spread is noisy (Measurement::noisy), and a ratio built on
