@@ -8,13 +8,13 @@ flashsteps_fault(10b_split_range_overlap STAGE 10b_split_kv
   BREAKS "a split reads one key tile past its range, the first tile of the next split: that tile's keys are counted twice, in two partials the combine adds"
   FROM [=[  const int t_end = min(t_begin + sh.split_tiles, Tc_i);]=]
   TO   [=[  const int t_end = min(t_begin + sh.split_tiles + 1, Tc_i);]=]
-  EXPECT "heads: FAIL" TESTS "GQA and MQA: groups of query heads share a K/V head*")
+  EXPECT "heads: FAIL" TESTS "a KV cache of ragged lengths*")
 
 flashsteps_fault(10b_partial_without_1_over_l STAGE 10b_split_kv
   BREAKS "a split writes its unnormalised O (the sum of exp-weighted V) instead of O / l, while its LSE already counts l: the combine's weights multiply l in a second time"
   FROM [=[            make_float2(o_acc[n][2 * h] * inv_l[h], o_acc[n][2 * h + 1] * inv_l[h]);]=]
   TO   [=[            make_float2(o_acc[n][2 * h], o_acc[n][2 * h + 1]);]=]
-  EXPECT "heads: FAIL" TESTS "GQA and MQA: groups of query heads share a K/V head*")
+  EXPECT "heads: FAIL" TESTS "a KV cache of ragged lengths*")
 
 flashsteps_fault(10b_combine_no_key_nan STAGE 10b_split_kv
   BREAKS "the combine subtracts lse_max even when it is -inf (a sequence of length 0: no split saw a key): exp(-inf - -inf) = NaN spreads into the row's O"

@@ -10,13 +10,13 @@ rescales them by exp(lse - lse_max), sums and divides"
 
 # Every split count, on the emulator: the shared suite's KV cache cases (GQA and MQA, Sq 1 to 16,
 # D 64 and 128, fp16 and bf16, causal or not; ragged lengths 0, 1, 77, 300) with
-# FLASHSTEPS_KV_SPLITS forcing 1 (10a's path), 2 and 3 splits, and 7, more than any of these
-# caches has key tiles (at most 5: 300 keys of 64), so every problem has empty splits. The rule's
-# own counts are emu.10b_split_kv's (the whole suite, no override: 2 splits at the KV cases on
-# the emulated device's 8 SMs, 1 on the grid that fills it). The rule alone:
-# tests/cpu/test_split_rule.cpp.
+# FLASHSTEPS_KV_SPLITS forcing 1 (10a's path) and 3 splits, and 7, more than any of these caches
+# has key tiles (at most 5: 300 keys of 64), so every problem has empty splits. 2 splits are the
+# rule's own count there, emu.10b_split_kv's (the whole suite, no override: 2 splits at the KV
+# cases on the emulated device's 8 SMs, B*H = 8 blocks of 16 slots; 1 on the grid that fills
+# it). The rule alone: tests/cpu/test_split_rule.cpp.
 if(TARGET test_emu_10b_split_kv AND TARGET stage10b_emulated)
-  foreach(splits 1 2 3 7)
+  foreach(splits 1 3 7)
     set(test emu.10b_split_kv.splits_${splits})
     add_test(NAME ${test} COMMAND test_emu_10b_split_kv
              "GQA and MQA*,a KV cache of ragged lengths*" ${FLASHSTEPS_CATCH_ARGS})
