@@ -267,6 +267,27 @@ def _model_10a(s):
     return model
 
 
+def _model_10b(s):
+    # stages/10b_split_kv: 10a's kernel (namespace split_kv) with the key tiles of a block row split
+    # over gridDim.y blocks. At the profile's shape (B*H*Tr = 2048 blocks, far past 80% of any
+    # GPU's slots) the rule takes 1 split: one block per query block, its split [0, Tc_i), so the
+    # loops and trips are 10a's under their new bounds, and no combine kernel runs. Its new stores,
+    # the fp32 partial O of a split launch, run only with several splits: never here.
+    model = _ring_model(s, "split_kv::RegistersTraits", 128, 2)
+    tc = s["Skv"] // 128
+    model["loops"] = [
+        (r"j < min\(t_end, Tc_full\); \+\+j", tc, None),  # the unmasked tiles: all of them
+        (r"j = max\(t_begin, Tc_full\); j < t_end", 0, None),  # the masked tiles: none
+    ]
+    model["guards"] = [
+        (r"^cp_async_shared_global\.h:", r"j < min\(t_end, Tc_full\); \+\+j", (tc - 1) / tc),
+        (r"chunk\) = make_uint4\(0u", "*", 0),  # zero fill past Skv/Sq: none here
+        (r"kv_len = cache_seqlens != nullptr \? cache_seqlens\[b\]", None, 0, r"LDG"),
+        (r"reinterpret_cast<float2\*>\(dst", None, 0),  # the partial O of a split: one split here
+    ]
+    return model
+
+
 def _model_07a(s):
     # stages/07a_wgmma: WgmmaTraits<64, 128, 3> (D = 64): one warpgroup (4 warps) owns Br = 64
     # query rows, Bc = 128, 3 stages: 06c's cp.async ring and tile loops around wgmma.
@@ -390,6 +411,7 @@ MODELS = {
     "06b_registers": _model_06b,
     "06c_swizzle": _model_06c,
     "10a_kv_cache": _model_10a,
+    "10b_split_kv": _model_10b,
     "07a_wgmma": _model_07a,
     "07b_tma": _model_07b,
     "07c_roles": _model_07c,
