@@ -190,3 +190,14 @@ def test_refusals_are_the_runners(case):
 
     stage, flags, exit_code, run = RUNNER_REFUSALS[case]
     assert_runners_refusal(stage, flags, exit_code, ValueError, run)
+
+
+def test_the_gradient_of_grouped_attention_is_refused():
+    """No backward stage reads K/V by groups: the gradient is refused by name, not computed."""
+    q, k, v = (torch.from_numpy(x).requires_grad_() for x in cache_inputs(1, 2, 1, 3, 8, 64,
+                                                                         "fp16"))
+    o = flashsteps.attention(q, k, v, stage=KV_STAGE)
+    with pytest.raises(ValueError, match=f"{flashsteps.DEFAULT_BACKWARD_STAGE}: cannot run: "
+                                         f"{flashsteps.DEFAULT_BACKWARD_STAGE} reads K/V with as "
+                                         "many heads as Q"):
+        o.float().sum().backward()
