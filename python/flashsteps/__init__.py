@@ -12,7 +12,8 @@ backward stage (``backward_stage``, default ``DEFAULT_BACKWARD_STAGE``).
 arguments, for a model that calls SDPA.
 
 ``q``, ``k`` and ``v`` are any DLPack arrays in PyTorch SDPA's layout: Q ``[B, H, Sq, D]``, K and
-V ``[B, H, Skv, D]``, contiguous, float16 or bfloat16. CUDA arrays (PyTorch, CuPy) run on the GPU,
+V ``[B, H_kv, Skv, D]`` (H_kv = H, or a divisor of it for the stages that read K/V by groups),
+contiguous, float16 or bfloat16; ``attention_with_kvcache()`` adds a KV cache's lengths. CUDA arrays (PyTorch, CuPy) run on the GPU,
 zero-copy, on the caller's current stream; CPU arrays (NumPy, PyTorch on the CPU) run the stage's
 own kernels on fsemu, the repository's CPU emulator (emu/README.md). The problem, the checks and
 every refusal are the stage runners' (``stageNN``), from the same C++ code: CONTRIBUTING.md,
