@@ -12,7 +12,8 @@ backward stage (``backward_stage``, default ``DEFAULT_BACKWARD_STAGE``).
 arguments, for a model that calls SDPA.
 
 ``q``, ``k`` and ``v`` are any DLPack arrays in PyTorch SDPA's layout: Q ``[B, H, Sq, D]``, K and
-V ``[B, H, Skv, D]``, contiguous, float16 or bfloat16. CUDA arrays (PyTorch, CuPy) run on the GPU,
+V ``[B, H_kv, Skv, D]`` (H_kv = H, or a divisor of it for the stages that read K/V by groups),
+contiguous, float16 or bfloat16; ``attention_with_kvcache()`` adds a KV cache's lengths. CUDA arrays (PyTorch, CuPy) run on the GPU,
 zero-copy, on the caller's current stream; CPU arrays (NumPy, PyTorch on the CPU) run the stage's
 own kernels on fsemu, the repository's CPU emulator (emu/README.md). The problem, the checks and
 every refusal are the stage runners' (``stageNN``), from the same C++ code: CONTRIBUTING.md,
@@ -25,8 +26,9 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple, Union
 
-__all__ = ["DEFAULT_BACKWARD_STAGE", "DEFAULT_STAGE", "Stage", "attention", "attention_backward",
-           "layout", "scaled_dot_product_attention", "stages"]
+__all__ = ["DEFAULT_BACKWARD_STAGE", "DEFAULT_STAGE", "KvCacheSupport", "Stage", "attention",
+           "attention_backward", "attention_with_kvcache", "layout",
+           "scaled_dot_product_attention", "stages"]
 
 #: The backward stage ``attention_backward()`` and the gradient of ``attention()`` run unless told
 #: otherwise: the first step of the backward line (its chapter in the book's Part IV).
@@ -39,6 +41,25 @@ DEFAULT_STAGE = "06c_swizzle"
 # DLPack device types (dlpack.h, DLDeviceType).
 _DL_CPU = 1
 _DL_CUDA = 2
+
+
+@dataclass(frozen=True)
+class KvCacheSupport:
+    """What of a KV cache a stage's kernels read (``Stage::kv_cache()`` in C++); the others are
+    refused with ValueError naming the stage.
+
+    Attributes:
+        grouped: K/V with fewer heads than Q (GQA, MQA): query head h reads K/V head
+            h // (H // H_kv).
+        cache_seqlens: one key count per sequence (``attention_with_kvcache(cache_seqlens=...)``).
+        paged: K/V in pages through a block table.
+        page_multiple: with ``paged``, the page sizes it takes are multiples of this.
+    """
+
+    grouped: bool = False
+    cache_seqlens: bool = False
+    paged: bool = False
+    page_multiple: int = 1
 
 
 @dataclass(frozen=True)
@@ -58,6 +79,7 @@ class Stage:
         min_compute_capability: the same as major*10+minor (80 = sm_80).
         gpu: whether this build can run it on a GPU (``_gpu_`` module built).
         emulated: whether this build can run it on the CPU emulator (``_emu_`` module built).
+        kv_cache: what of a KV cache its kernels read (``KvCacheSupport``).
     """
 
     name: str
@@ -70,6 +92,7 @@ class Stage:
     min_compute_capability: int
     gpu: bool
     emulated: bool
+    kv_cache: KvCacheSupport = KvCacheSupport()
 
 
 def _stage_tree() -> list:
@@ -120,7 +143,8 @@ def stages() -> Tuple[Stage, ...]:
                             head_dims=tuple(info["head_dims"]), dtypes=tuple(info["dtypes"]),
                             gpu_requirement=info["gpu_requirement"],
                             min_compute_capability=info["min_compute_capability"],
-                            gpu=gpu is not None, emulated=emu is not None))
+                            gpu=gpu is not None, emulated=emu is not None,
+                            kv_cache=KvCacheSupport(**info["kv_cache"])))
     return tuple(result)
 
 
@@ -214,8 +238,12 @@ def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = 
         q: ``[B, H, Sq, D]``, any DLPack array (NumPy, PyTorch, CuPy, ...), contiguous,
             float16 or bfloat16. NumPy has no bfloat16: pass ``ml_dtypes.bfloat16`` arrays (the
             ``ml_dtypes`` package on PyPI, as JAX does); their bits go to the kernels as they are.
-        k: ``[B, H, Skv, D]``, same dtype and device as ``q``.
-        v: ``[B, H, Skv, D]``, same dtype and device as ``q``.
+        k: ``[B, H_kv, Skv, D]``, same dtype and device as ``q``. ``H_kv < H`` is grouped-query
+            attention (GQA; ``H_kv = 1``: MQA), SDPA's ``enable_gqa=True`` layout: ``H`` a
+            multiple of ``H_kv``, query head ``h`` reading K/V head ``h // (H // H_kv)``. Only
+            the stages whose ``Stage.kv_cache.grouped`` is true read it (10a on); the others
+            refuse it with ValueError naming the stage.
+        v: ``[B, H_kv, Skv, D]``, as ``k``.
         stage: the stage's name (``"07d_overlap"``), its number (``"07d"``, ``"05"``) or ``5``;
             ``stages()`` lists them.
         causal: the bottom-right aligned causal mask.
@@ -261,10 +289,11 @@ def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = 
 
     Raises:
         ValueError: a bad problem (shapes, dtypes, layout, devices, scale, sizes, a zero-size
-            dimension), with the message ``stageNN`` prints for it (its exit code 2), e.g.
-            ``"03_online_softmax: cannot run: seq_kv = 0: every size must be >= 1"``; a head dim
-            or dtype the stage does not support (the runner's message, its exit code 3); an
-            unknown ``stage``, or a backward one.
+            dimension, H not a multiple of H_kv), with the message ``stageNN`` prints for it (its
+            exit code 2), e.g. ``"03_online_softmax: cannot run: seq_kv = 0: every size must be
+            >= 1"``; a head dim, dtype or K/V head count the stage does not support (the
+            runner's message, its exit code 3); an unknown ``stage``, or a backward one. The
+            gradient of a grouped problem is refused too: no backward stage reads K/V by groups.
         RuntimeError: the stage cannot run this here: a GPU it does not run on, no GPU and no
             emulation, a build without the needed modules, or a fault or deadlock the emulator
             reports (``stageNN``'s exit code 3, or 1).
@@ -317,7 +346,7 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any, *,
 def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any = None,
                                  dropout_p: float = 0.0, is_causal: bool = False,
                                  scale: Optional[float] = None, enable_gqa: bool = False, *,
-                                 stage: Union[str, int] = DEFAULT_STAGE,
+                                 stage: Union[str, int, None] = None,
                                  backward_stage: Union[str, int] = DEFAULT_BACKWARD_STAGE,
                                  emulate: Optional[bool] = None) -> Any:
     """``torch.nn.functional.scaled_dot_product_attention``'s call, run by a stage.
@@ -340,8 +369,12 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
         scale: None gives 1/sqrt(E), as SDPA; otherwise a positive finite number. SDPA's 0.0
             (uniform weights) is refused, as is a negative scale (ValueError): the stages take 0
             to mean the default.
-        enable_gqa: must be False: the stages take as many K/V heads as query heads (ValueError).
-        stage: the forward stage (``DEFAULT_STAGE`` unless named), as for ``attention()``.
+        enable_gqa: as SDPA: with True, key and value may have ``H_kv`` heads, ``H`` a multiple
+            of it, query head h reading K/V head ``h // (H // H_kv)``; with False they must have
+            ``H`` heads (ValueError otherwise, as SDPA raises).
+        stage: the forward stage, as for ``attention()``; ``None`` gives ``DEFAULT_STAGE``, or
+            for grouped K/V the first stage of the tree that reads them (ValueError when none
+            does).
         backward_stage, emulate: as for ``attention()``.
 
     Returns:
@@ -360,10 +393,14 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
     if dropout_p != 0.0:
         raise ValueError(f"{who}: dropout_p = {dropout_p} is not supported: no stage drops "
                          "attention weights; pass dropout_p=0.0 (e.g. when not training)")
-    if enable_gqa:
-        raise ValueError(f"{who}: enable_gqa=True is not supported: the stages take as many K and "
-                         "V heads as query heads; repeat K and V per group "
-                         "(k.repeat_interleave(groups, dim=1)) and pass enable_gqa=False")
+    hq = query.shape[-3] if len(query.shape) >= 3 else None
+    hkv = key.shape[-3] if len(key.shape) >= 3 else None
+    if not enable_gqa and hq != hkv:
+        raise ValueError(f"{who}: query has {hq} heads and key {hkv}: with enable_gqa=False they "
+                         "must be equal; pass enable_gqa=True for grouped-query attention (query "
+                         "heads a multiple of key/value heads)")
+    if stage is None:
+        stage = _stage_for(grouped=hq != hkv, cache_seqlens=False, paged=False, who=who)
     if scale is not None and not scale > 0.0:
         raise ValueError(f"{who}: scale = {scale} is not supported: the stages take a positive "
                          "finite scale (None gives SDPA's 1/sqrt(E))")
@@ -495,10 +532,13 @@ def _exportable(x: Any) -> Any:
 
 
 def _call(module: Any, function: str, emulate: bool, arrays: list, causal: bool,
-          scale: Optional[float]) -> None:
-    """Runs module.<function> on the arrays (inputs and outputs, Q first), as DLPack exchanges on
-    the stream the kernels will run on."""
+          scale: Optional[float], tables: Optional[dict] = None) -> None:
+    """Runs module.<function> on the arrays (inputs and outputs, Q first), and a KV cache's int32
+    ``tables`` (cache_seqlens, block_table: None or an array each) for ``run``, as DLPack exchanges
+    on the stream the kernels will run on."""
     q = arrays[0]
+    names = list(tables or {})
+    arrays = arrays + [t for t in (tables or {}).values() if t is not None]
     bf16_bits = any(_is_numpy_bf16(x) for x in arrays)
     args = [x.view("uint16") if _is_numpy_bf16(x) else x for x in arrays]
     stream = 0
@@ -510,20 +550,114 @@ def _call(module: Any, function: str, emulate: bool, arrays: list, causal: bool,
         args = [_exportable(x).__dlpack__(stream=exchange) for x in args]
     elif _framework(q) == "torch":
         args = [_exportable(x).__dlpack__() for x in args]
-    getattr(module, function)(*args, causal=bool(causal),
+    n = len(arrays) - sum(t is not None for t in (tables or {}).values())
+    args, given = args[:n], iter(args[n:])
+    kwargs = {name: (next(given) if tables[name] is not None else None) for name in names}
+    getattr(module, function)(*args, **kwargs, causal=bool(causal),
                               scale=0.0 if scale is None else float(scale), stream=stream,
                               uint16_is_bf16=bf16_bits)
 
 
 def _forward(q: Any, k: Any, v: Any, name: str, causal: bool, scale: Optional[float],
-             emulate: Optional[bool]) -> Tuple[Any, Any]:
+             emulate: Optional[bool], cache_seqlens: Any = None,
+             block_table: Any = None) -> Tuple[Any, Any]:
     _check_arrays(q=q, k=k, v=v)
+    tables = {"cache_seqlens": cache_seqlens, "block_table": block_table}
+    _check_arrays(**{n: t for n, t in tables.items() if t is not None})
     module, emulate = _pick_module(name, q, emulate)
     shape = tuple(q.shape)
     o = _empty(q, shape, float32=False)
     lse = _empty(q, shape[:-1], float32=True)
-    _call(module, "run", emulate, [q, k, v, o, lse], causal, scale)
+    _call(module, "run", emulate, [q, k, v, o, lse], causal, scale, tables)
     return o, lse
+
+
+def _stage_for(grouped: bool, cache_seqlens: bool, paged: bool, who: str) -> str:
+    """The forward stage a call runs when it names none: ``DEFAULT_STAGE`` when it reads what the
+    call needs (K/V by groups, per-sequence lengths, pages), else the first stage of the tree
+    that does; ValueError naming what none reads."""
+    needs = {"grouped": grouped, "cache_seqlens": cache_seqlens, "paged": paged}
+    if not any(needs.values()):
+        return DEFAULT_STAGE
+    tree = [s for s in stages() if s.kind == "forward"]
+
+    def reads(s: Stage) -> bool:
+        return all(getattr(s.kv_cache, f) for f, needed in needs.items() if needed)
+
+    for s in sorted(tree, key=lambda s: s.name != DEFAULT_STAGE):  # DEFAULT_STAGE first
+        if reads(s):
+            return s.name
+    words = {"grouped": "K/V with fewer heads than Q (GQA/MQA)",
+             "cache_seqlens": "per-sequence cache_seqlens",
+             "paged": "a paged cache through block_table (issue 41, step 10d)"}
+    raise ValueError(f"{who}: no stage of this build reads "
+                     f"{' and '.join(words[f] for f, needed in needs.items() if needed)}: "
+                     "Stage.kv_cache in flashsteps.stages() says what each reads")
+
+
+def attention_with_kvcache(q: Any, k_cache: Any, v_cache: Any, cache_seqlens: Any = None,
+                           block_table: Any = None, causal: bool = False,
+                           stage: Union[str, int, None] = None, return_lse: bool = False, *,
+                           softmax_scale: Optional[float] = None,
+                           emulate: Optional[bool] = None) -> Any:
+    """Attention of a few new queries against a KV cache, with FlashAttention's argument names
+    (``flash_attn_with_kvcache``), for inference: no gradient.
+
+    Layout: the stages' (``problem.hpp``), which is PyTorch SDPA's, heads before sequence, not
+    FlashAttention's ``[B, S, H, D]``:
+
+    * ``q``: ``[B, H, Sq, D]``, contiguous, float16 or bfloat16 (Sq = 1 for one decode step).
+    * ``k_cache``, ``v_cache``: ``[B, H_kv, Skv, D]``, Q's dtype and device, ``H`` a multiple of
+      ``H_kv``: query head ``h`` reads K/V head ``h // (H // H_kv)`` (GQA; ``H_kv = 1``: MQA).
+      Skv is the cache's room; sequence b holds its first ``cache_seqlens[b]`` keys and the rows
+      after them are never read (they may hold anything, NaN included).
+    * ``cache_seqlens``: ``None`` (every sequence holds Skv keys) or ``[B]`` int32 on Q's device,
+      each in ``[0, Skv]``. A Python int or list is not taken: pass an array
+      (``numpy.array(lens, dtype=numpy.int32)``, ``torch.tensor(lens, dtype=torch.int32)``).
+    * ``block_table``: ``[B, pages]`` int32, K and V then a pool of pages ``[B * pages, H_kv,
+      page_size, D]`` (the C++ contract's pool size). No stage reads pages yet (issue 41, step
+      10d): a block table is checked (shape, dtype, each index in ``[0, B * pages)``) and then
+      refused with ValueError, by the named stage (which says it reads K/V contiguous) or, with
+      ``stage=None``, because no stage reads pages.
+
+    ``causal`` is the bottom-right mask aligned to each sequence's length L_b: query i sees key j
+    when ``j <= i + L_b - Sq``, as FlashAttention's. A row that sees no key (L_b = 0, or causal
+    with ``i + L_b < Sq``) gives O = 0 and LSE = -inf.
+
+    Args:
+        q, k_cache, v_cache, cache_seqlens, block_table, causal: above.
+        stage: a forward stage as ``attention()`` takes it; ``None`` picks ``DEFAULT_STAGE`` when
+            it reads what the call needs, else the first stage of the tree that does (10a_kv_cache
+            for grouped heads or cache_seqlens), ValueError when none does.
+        return_lse: also return LSE ``[B, H, Sq]`` float32 (natural log).
+        softmax_scale: FlashAttention's name for ``attention()``'s ``scale`` (None: 1/sqrt(D)).
+        emulate: as for ``attention()``: NumPy and CPU tensors run on the emulator, CUDA tensors
+            on the GPU (the GPU path has not been run on hardware).
+
+    Returns:
+        O ``[B, H, Sq, D]`` as ``attention()`` returns it, or ``(O, LSE)`` with ``return_lse``.
+
+    On a GPU the lengths and the block table are copied to the host and checked before the
+    launch, which synchronises the caller's stream once.
+
+    Raises:
+        ValueError: H not a multiple of H_kv, a ``cache_seqlens`` not ``[B]`` int32 or with a
+            length outside ``[0, Skv]``, a block table that is not ``[B, pages]`` int32 or holds an
+            index outside the pool, a block table or page size the stage does not take, a feature
+            the named stage does not read (each message names the stage and the limit), and what
+            ``attention()`` raises it for.
+        RuntimeError, TypeError: as ``attention()``.
+    """
+    who = "flashsteps.attention_with_kvcache"
+    if stage is None:
+        hq = q.shape[1] if len(q.shape) == 4 else None
+        hkv = k_cache.shape[1] if len(k_cache.shape) == 4 else None
+        stage = _stage_for(grouped=hq != hkv,
+                           cache_seqlens=cache_seqlens is not None,
+                           paged=block_table is not None, who=who)
+    o, lse = _forward(q, k_cache, v_cache, _stage_name(stage), causal, softmax_scale, emulate,
+                      cache_seqlens=cache_seqlens, block_table=block_table)
+    return (o, lse) if return_lse else o
 
 
 def _backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any, name: str, causal: bool,

@@ -17,6 +17,7 @@
 // layout, device) is said here, once, in the same shape. flashsteps/__init__.py is the API.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -138,11 +139,61 @@ struct Named {
   const Input& a;
 };
 
+// The int32 values of a KV cache's table (cache_seqlens [B], block_table [B, pages]), read on
+// the host: validate() and the checks here need them. A CUDA array is copied on `stream` and the
+// stream synchronised (the lengths are a few bytes; the check is worth the wait).
+std::vector<std::int32_t> host_int32(const char* name, const Input& a,
+                                     [[maybe_unused]] std::uintptr_t stream) {
+  std::vector<std::int32_t> values(a.size());
+  if (a.device_type() == nb::device::cpu::value) {
+    if (a.size() != 0) std::memcpy(values.data(), a.data(), a.nbytes());
+    return values;
+  }
+#if !(defined(FLASHSTEPS_EMULATED_BUILD) && FLASHSTEPS_EMULATED_BUILD)
+  if (a.device_type() == nb::device::cuda::value) {
+    auto s = reinterpret_cast<cudaStream_t>(stream);
+    if (a.size() != 0) {
+      FS_CUDA_CHECK(
+          cudaMemcpyAsync(values.data(), a.data(), a.nbytes(), cudaMemcpyDeviceToHost, s));
+      FS_CUDA_CHECK(cudaStreamSynchronize(s));
+    }
+    return values;
+  }
+#endif
+  bad_problem(std::string(name) + " is on " + device_name(a.device_type(), a.device_id()) +
+              ", which this build cannot read");
+}
+
+// A KV cache's int32 table: its rank, dtype, layout and device (Q's), then its values.
+std::vector<std::int32_t> table_of(const char* name, const Input& a, const Input& q,
+                                   std::size_t ndim, const std::string& expect,
+                                   std::uintptr_t stream) {
+  const bool int32 = a.dtype() == nb::dtype<std::int32_t>();
+  if (a.ndim() != ndim || !int32 || !contiguous(a)) {
+    bad_problem(std::string(name) + " is " + shape_of(a) + " " + dtype_name(a.dtype()) +
+                (contiguous(a) ? "" : ", not contiguous") + "; it must be " + expect +
+                " int32, contiguous");
+  }
+  if (a.device_type() != q.device_type() || a.device_id() != q.device_id()) {
+    bad_problem("Q is on " + device_name(q.device_type(), q.device_id()) + " but " + name +
+                " is on " + device_name(a.device_type(), a.device_id()) +
+                ": a KV cache's tables live on Q's device");
+  }
+  return host_int32(name, a, stream);
+}
+
 // The problem that Q, K and V describe, with what the arrays themselves can get wrong refused:
-// rank, matching sizes, one dtype of the two, row-major layout, one device.
-Problem problem_of(const Input& q, const Input& k, const Input& v, bool causal, double scale,
-                   bool uint16_is_bf16) {
-  const std::string layout = " (PyTorch SDPA's layout: Q [B, H, Sq, D], K and V [B, H, Skv, D])";
+// rank, matching sizes, one dtype of the two, row-major layout, one device. K and V may have
+// fewer heads than Q (GQA, MQA: heads_kv); a KV cache adds per-sequence lengths (cache_seqlens
+// [B]) and pages (block_table [B, pages]: K and V are then the pool [P, H_kv, page_size, D]).
+Problem problem_of(const Input& q, const Input& k, const Input& v,
+                   const std::optional<Input>& cache_seqlens,
+                   const std::optional<Input>& block_table, bool causal, double scale,
+                   std::uintptr_t stream, bool uint16_is_bf16) {
+  const std::string layout =
+      block_table ? " (a paged KV cache: Q [B, H, Sq, D], K and V pages [P, H_kv, page_size, D])"
+                  : " (PyTorch SDPA's layout: Q [B, H, Sq, D], K and V [B, H_kv, Skv, D], H a "
+                    "multiple of H_kv)";
   for (const Named& t : {Named{"Q", q}, Named{"K", k}, Named{"V", v}}) {
     if (t.a.ndim() != 4) {
       bad_problem(std::string(t.name) + " has " + std::to_string(t.a.ndim()) + " dimensions " +
@@ -155,10 +206,11 @@ Problem problem_of(const Input& q, const Input& k, const Input& v, bool causal, 
                   ": K and V must have one shape" + layout);
     }
   }
-  for (std::size_t i : {0, 1, 3}) {
+  for (std::size_t i : {0, 3}) {
+    if (i == 0 && block_table) continue;  // K's first dimension counts pages
     if (q.shape(i) != k.shape(i)) {
       bad_problem("Q is " + shape_of(q) + " but K and V are " + shape_of(k) +
-                  ": B, H and D (dimensions 0, 1 and 3) must match" + layout);
+                  ": B and D (dimensions 0 and 3) must match" + layout);
     }
   }
   const std::optional<DType> dt = dtype_of(q.dtype(), uint16_is_bf16);
@@ -201,6 +253,36 @@ Problem problem_of(const Input& q, const Input& k, const Input& v, bool causal, 
   p.dtype = *dt;
   p.causal = causal;
   p.scale = static_cast<float>(scale);
+  const auto heads_kv = static_cast<std::int64_t>(k.shape(1));
+  p.heads_kv = heads_kv == p.heads ? 0 : heads_kv;
+  if (cache_seqlens) {
+    p.cache_seqlens = table_of("cache_seqlens", *cache_seqlens, q, 1,
+                               "[B] = [" + std::to_string(p.batch) + "]", stream);
+  }
+  if (block_table) {
+    const std::string expect = "[B, pages] = [" + std::to_string(p.batch) + ", pages]";
+    const std::vector<std::int32_t> table =
+        table_of("block_table", *block_table, q, 2, expect, stream);
+    if (static_cast<std::int64_t>(block_table->shape(0)) != p.batch) {
+      bad_problem("block_table is " + shape_of(*block_table) + "; it must be " + expect +
+                  ", one row per sequence");
+    }
+    const auto pages = static_cast<std::int64_t>(block_table->shape(1));
+    p.page_size = static_cast<std::int64_t>(k.shape(2));
+    p.seq_kv = pages * p.page_size;
+    if (static_cast<std::int64_t>(k.shape(0)) != p.num_pages()) {
+      bad_problem("K and V hold " + std::to_string(k.shape(0)) + " pages; a block table of " +
+                  std::to_string(pages) + " pages per sequence for B = " + std::to_string(p.batch) +
+                  " needs a pool of B * pages = " + std::to_string(p.num_pages()) + layout);
+    }
+    for (std::size_t i = 0; i < table.size(); ++i) {
+      if (table[i] < 0 || table[i] >= p.num_pages()) {
+        bad_problem("block_table[" + std::to_string(i / pages) + ", " + std::to_string(i % pages) +
+                    "] = " + std::to_string(table[i]) + " is outside [0, " +
+                    std::to_string(p.num_pages()) + "): a page index into K and V's pool");
+      }
+    }
+  }
   if (std::string why = validate(p); !why.empty()) bad_problem(why);
   return p;
 }
@@ -262,12 +344,15 @@ struct Arrays {
   Output o, lse;
   std::optional<Input> dout;
   std::optional<Output> dq, dk, dv;
+  std::optional<Input> cache_seqlens, block_table;  // a KV cache's tables (forward only)
+  std::uintptr_t stream = 0;                        // the caller's, for the tables' copies
   bool backward() const { return dout.has_value(); }
 };
 
 // The call's problem, with what the arrays can get wrong refused, and the stage's kind checked.
 Problem checked_problem(const Arrays& a, bool causal, double scale, bool uint16_is_bf16) {
-  const Problem p = problem_of(a.q, a.k, a.v, causal, scale, uint16_is_bf16);
+  const Problem p = problem_of(a.q, a.k, a.v, a.cache_seqlens, a.block_table, causal, scale,
+                               a.stream, uint16_is_bf16);
   if (a.backward() != (stage().kind() == StageKind::backward)) {
     bad_problem(std::string("it is a ") + std::string(to_string(stage().kind())) +
                 " stage: flashsteps." +
@@ -326,6 +411,7 @@ void run_arrays(Arrays& a, bool causal, double scale, bool uint16_is_bf16) {
   take(a.q, &in.fwd.q);
   take(a.k, &in.fwd.k);
   take(a.v, &in.fwd.v);
+  if (a.block_table) take(*a.block_table, &in.fwd.block_table);
   DeviceTensors dt(p, stage().workspace_bytes(p), stage().kind());
   if (a.backward()) {
     take(a.o, &in.o);
@@ -413,6 +499,9 @@ void run_arrays(Arrays& a, bool causal, double scale, std::uintptr_t stream_hand
   args.v = a.v.data();
   args.o = a.o.data();
   args.lse = static_cast<float*>(a.lse.data());
+  if (a.cache_seqlens)
+    args.cache_seqlens = static_cast<const std::int32_t*>(a.cache_seqlens->data());
+  if (a.block_table) args.block_table = static_cast<const std::int32_t*>(a.block_table->data());
   if (a.backward()) {
     args.dout = a.dout->data();
     args.dq = a.dq->data();
@@ -439,9 +528,21 @@ void run_arrays(Arrays& a, bool causal, double scale, std::uintptr_t stream_hand
 #endif
 
 // A forward stage: Q, K, V -> O, LSE.
-void run(const Input& q, const Input& k, const Input& v, Output o, Output lse, bool causal,
+void run(const Input& q, const Input& k, const Input& v, Output o, Output lse,
+         std::optional<Input> cache_seqlens, std::optional<Input> block_table, bool causal,
          double scale, [[maybe_unused]] std::uintptr_t stream, bool uint16_is_bf16) {
-  Arrays a{q, k, v, o, lse, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+  Arrays a{q,
+           k,
+           v,
+           o,
+           lse,
+           std::nullopt,
+           std::nullopt,
+           std::nullopt,
+           std::nullopt,
+           cache_seqlens,
+           block_table,
+           stream};
 #if defined(FLASHSTEPS_EMULATED_BUILD) && FLASHSTEPS_EMULATED_BUILD
   run_arrays(a, causal, scale, uint16_is_bf16);
 #else
@@ -453,7 +554,7 @@ void run(const Input& q, const Input& k, const Input& v, Output o, Output lse, b
 void run_backward(const Input& q, const Input& k, const Input& v, Output o, Output lse,
                   const Input& dout, Output dq, Output dk, Output dv, bool causal, double scale,
                   [[maybe_unused]] std::uintptr_t stream, bool uint16_is_bf16) {
-  Arrays a{q, k, v, o, lse, dout, dq, dk, dv};
+  Arrays a{q, k, v, o, lse, dout, dq, dk, dv, std::nullopt, std::nullopt, stream};
 #if defined(FLASHSTEPS_EMULATED_BUILD) && FLASHSTEPS_EMULATED_BUILD
   run_arrays(a, causal, scale, uint16_is_bf16);
 #else
@@ -491,6 +592,13 @@ nb::dict info() {
   d["head_dims"] = dims;
   d["dtypes"] = dtypes;
   d["emulated"] = kEmulated;
+  const KvCacheSupport kv = stage().kv_cache();
+  nb::dict kv_cache;
+  kv_cache["grouped"] = kv.grouped;
+  kv_cache["cache_seqlens"] = kv.cache_seqlens;
+  kv_cache["paged"] = kv.paged;
+  kv_cache["page_multiple"] = kv.page_multiple;
+  d["kv_cache"] = kv_cache;
   return d;
 }
 
@@ -511,8 +619,9 @@ void define_stage_module(nb::module_& m) {
   m.def("info", &info);
   m.def("device_available", &device_available);
   m.def("run", &run, nb::arg("q").noconvert(), nb::arg("k").noconvert(), nb::arg("v").noconvert(),
-        nb::arg("o").noconvert(), nb::arg("lse").noconvert(), nb::arg("causal"), nb::arg("scale"),
-        nb::arg("stream"), nb::arg("uint16_is_bf16"));
+        nb::arg("o").noconvert(), nb::arg("lse").noconvert(),
+        nb::arg("cache_seqlens").noconvert().none(), nb::arg("block_table").noconvert().none(),
+        nb::arg("causal"), nb::arg("scale"), nb::arg("stream"), nb::arg("uint16_is_bf16"));
   m.def("run_backward", &run_backward, nb::arg("q").noconvert(), nb::arg("k").noconvert(),
         nb::arg("v").noconvert(), nb::arg("o").noconvert(), nb::arg("lse").noconvert(),
         nb::arg("dout").noconvert(), nb::arg("dq").noconvert(), nb::arg("dk").noconvert(),

@@ -189,7 +189,9 @@ def test_a_build_without_gpu_modules_says_so():
 ARRAY_REFUSALS = {
     "rank": (lambda q, k, v: (q[0], k, v), "Q has 3 dimensions [2, 9, 64]; it must have 4"),
     "k_v_shapes": (lambda q, k, v: (q, k, v[:, :, :-1]), "K and V must have one shape"),
-    "b_h_d": (lambda q, k, v: (q[:, :1], k, v), "B, H and D (dimensions 0, 1 and 3) must match"),
+    "b_d": (lambda q, k, v: (np.ascontiguousarray(q[..., :32]), k, v),
+            "B and D (dimensions 0 and 3) must match"),
+    "heads": (lambda q, k, v: (q[:, :1], k, v), "heads = 1 is not a multiple of heads_kv = 2"),
     "dtype": (lambda q, k, v: (q.astype(np.float32), k, v),
               "Q is float32; the stages take float16 (fp16) or bfloat16 (bf16)"),
     "one_dtype": (lambda q, k, v: (q, k.astype(np.float32).astype(np.float16).view(np.int16), v),

@@ -334,13 +334,17 @@ def test_sdpa_scale_is_honoured():
 @pytest.mark.parametrize("kwargs,message", [
     ({"attn_mask": torch.ones(9, 9, dtype=torch.bool, device=DEVICE)}, "attn_mask is not supported"),
     ({"dropout_p": 0.1}, "dropout_p = 0.1 is not supported"),
-    ({"enable_gqa": True}, "enable_gqa=True is not supported"),
+    ({"enable_gqa": False, "kv_heads": 1},
+     "query has 2 heads and key 1: with enable_gqa=False they must be equal"),
     ({"scale": 0.0}, "scale = 0.0 is not supported"),
     ({"scale": -0.5}, "scale = -0.5 is not supported"),
     ({"is_causal": True, "key_len": 12}, "is_causal=True with L = 9 queries and S = 12 keys"),
 ])
 def test_sdpa_arguments_the_stages_do_not_take_are_refused(kwargs, message):
-    (q, k, v), _ = tensors(1, 1, 9, kwargs.pop("key_len", 9), 64, "fp16", requires_grad=False)
+    (q, k, v), _ = tensors(1, 2, 9, kwargs.pop("key_len", 9), 64, "fp16", requires_grad=False)
+    if "kv_heads" in kwargs:  # fewer K/V heads than query heads
+        n = kwargs.pop("kv_heads")
+        k, v = k[:, :n].contiguous(), v[:, :n].contiguous()
     with pytest.raises(ValueError, match="^flashsteps.scaled_dot_product_attention: " + message):
         flashsteps.scaled_dot_product_attention(q, k, v, emulate=EMULATE, **kwargs)
 
