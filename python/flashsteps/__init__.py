@@ -379,8 +379,8 @@ def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = 
         TypeError: ``q``, ``k`` or ``v`` is not a DLPack array.
     """
     if _framework(q) == "torch":
-        o, lse = _torch_ops().attention(q, k, v, _stage_arg(stage),
-                                        "" if backward_stage is None else _stage_arg(backward_stage),
+        chosen = "" if backward_stage is None else _stage_arg(backward_stage)  # "": choose
+        o, lse = _torch_ops().attention(q, k, v, _stage_arg(stage), chosen,
                                         bool(causal), None if scale is None else float(scale),
                                         None if emulate is None else bool(emulate))
     else:
