@@ -41,6 +41,14 @@
 //  * registers: at most 255 per thread (launch bound of one 128-thread block), no spill.
 //! [prediction]
 //
+// Revised after the first sm_90a build (ptxas, no GPU run; predictions.csv judges the lines above):
+// ptxas gives every variant the 255 registers the launch bound allows and spills at D = 128 (its
+// report, <build>/resources/09e_bwd_wgmma.ptxas.txt): dK_j and dV_j (128 accumulators) stay live
+// through the whole walk beside Sᵀ, dPᵀ and the recompute's LSE_i, D_i, so the "no spill" line
+// fails at D = 128. Computing dQ_i 64 columns at a time (below) did not change it, nor did rolled
+// k-loops (more spill). Removing it is a question of the tile and of how the warpgroups share
+// it, left to a later split of this step; D = 64 does not spill.
+//
 // Limits: compute capability 9.0 exactly (sm_90a: wgmma; launcher.cu refuses other devices);
 // D = 64 and 128, fp16 and bf16, causal or not, any Sq, Skv >= 1; Q, K, V, O and dO 16-byte
 // aligned; B·H·⌈Skv/64⌉ < 2^31 blocks; the fp32 accumulator and D (4·B·H·Sq·(D+1) bytes) must
@@ -213,12 +221,12 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], std::uint64_t
 #endif
 }
 
-// The 32 or 64 accumulator registers of a (64, 8·kN) strip held as kN n8 slices of 4, as one array
-// (the wgmma wrappers' and wgmma_fence_operand()'s view of it); `at` picks 32 of them (n8 slices
-// 8·at ..) for an m64n64 product.
+// The 4·kN accumulator registers of a (64, 8·kN) strip held as kN n8 slices of 4, as one array:
+// the wgmma wrappers' and wgmma_fence_operand()'s view of it.
 template <int kR, int kN>
-__device__ __forceinline__ float (&regs(float (&acc)[kN][4], int at = 0))[kR] {
-  return *reinterpret_cast<float(*)[kR]>(&acc[kR / 4 * at][0]);
+__device__ __forceinline__ float (&regs(float (&acc)[kN][4]))[kR] {
+  static_assert(kR == 4 * kN, "all of the accumulator's registers");
+  return *reinterpret_cast<float(*)[kR]>(&acc[0][0]);
 }
 
 // The descriptor of k16 step kk of a swizzled (kRows, cols) tile at `tile`: K-major (k along the
@@ -423,28 +431,29 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     //! [refill]
 
     //! [dq]
-    // dQ_i += scale · dS_ij K_j: this block's share, added into the fp32 accumulator. The warp's
-    // accumulator rows are query rows 16 warp + g (+ 8). Other blocks (the other K/V tiles of the
-    // head) add theirs to the same elements at the same time: the adds must be atomic.
-    {
-      float dq_acc[kDN][4];  // (64, D) fp32, m64n64k16 per 64 columns
+    // dQ_i += scale · dS_ij K_j: this block's share, added into the fp32 accumulator, 64 columns
+    // (one column block of K_j, m64n64k16) at a time, so that at D = 128 only 32 of dQ's
+    // accumulators are live beside dK_j's and dV_j's. The warp's accumulator rows are query rows
+    // 16 warp + g (+ 8). Other blocks (the other K/V tiles of the head) add theirs to the same
+    // elements at the same time: the adds must be atomic.
+#pragma unroll
+    for (int h = 0; h < D / 64; ++h) {
+      float dq_acc[8][4];  // (64, 64) fp32: columns 64h .. 64h + 63 of dQ_i
       ptx::wgmma_fence();
 #pragma unroll
-      for (int kc = 0; kc < Tile::kCK; ++kc)  // k = key, 16 at a time
-#pragma unroll
-        for (int h = 0; h < D / 64; ++h)  // B = columns 64h .. of K_j: its column block h
-          wgmma_m64n64k16_ss<T, 1>(regs<32>(dq_acc, h), desc<Br, false>(sdS, kc),
-                                   desc<Bc, true>(sK + h * Bc * 64, kc), kc > 0);
+      for (int kc = 0; kc < Tile::kCK; ++kc)  // k = key, 16 at a time; B = K_j's column block h
+        wgmma_m64n64k16_ss<T, 1>(regs<32>(dq_acc), desc<Br, false>(sdS, kc),
+                                 desc<Bc, true>(sK + h * Bc * 64, kc), kc > 0);
       ptx::wgmma_commit_group();
       ptx::wgmma_wait_group<0>();
-      ptx::wgmma_fence_operand(regs<4 * kDN>(dq_acc));
+      ptx::wgmma_fence_operand(regs<32>(dq_acc));
 #pragma unroll
-      for (int n = 0; n < kDN; ++n) {
+      for (int n = 0; n < 8; ++n) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const std::int64_t row = row0 + key0 + g + 8 * (e / 2);  // warp's rows, now queries
           if (row >= sh.sq) continue;
-          const int d = 8 * n + 2 * t + e % 2;
+          const int d = 64 * h + 8 * n + 2 * t + e % 2;
           atomicAdd(&dq_head[row * D + d], dq_acc[n][e] * sh.scale);
         }
       }
