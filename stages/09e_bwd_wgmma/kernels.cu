@@ -27,14 +27,15 @@
 //
 //! [prediction]
 // Which metric should move (written before measuring, before any GPU run; H100/H200 SXM, fp16,
-// S = 2048). 09d's products are 640 mma.sync per warp and tile plus the ldmatrix traffic that
-// feeds them; here the same FLOPs are 20 (D = 64) to 28 (D = 128) wgmma per warpgroup and tile,
-// whose operands the tensor cores read from shared memory themselves, at Hopper's wgmma rate
-// (about 2x mma.sync's). The waits are synchronous and one warpgroup per block computes the
-// recompute between the products, so the tensor cores idle during it, as in 07a. So:
+// S = 2048). 09d's products are mma.sync m16n8k16, per warp, fed by ldmatrix; here a tile's
+// same FLOPs are 20 (D = 64) or 32 (D = 128) wgmma per warpgroup, whose operands the tensor
+// cores read from shared memory themselves, at the rate only wgmma reaches on Hopper (07a's
+// chapter). The waits are synchronous and one warpgroup per block computes the recompute
+// between the products, so the tensor cores idle during it, as in 07a. So:
 //  * 1.3x to 2.2x faster than 09d at S = 2048, D = 64 and 128 (07a's gain over 06c was 1.1-1.5x
 //    with a softmax of the same size; the backward has 2.5x the FLOPs per recompute element);
-//  * against SDPA's flash backward (FlashAttention-2 on Hopper, same run): 0.8x to 1.6x;
+//  * against SDPA's flash backward (FlashAttention-2 on Hopper, same run): 0.8x to 1.6x; against
+//    its cuDNN backward (Hopper kernels of NVIDIA's own, same run) 0.5x to 1.1x;
 //    against FlashAttention-3's published backward (its paper, Fig. 6: H100 SXM5, D = 128,
 //    316, 501, 561 TFLOP/s at S = 512, 2k, 16k) 0.35x to 0.6x at S = 2k: no producer warpgroup,
 //    no overlap of the recompute with the products, no second consumer warpgroup;
