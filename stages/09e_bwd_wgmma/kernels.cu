@@ -43,12 +43,13 @@
 //! [prediction]
 //
 // Revised after the first sm_90a build (ptxas, no GPU run; predictions.csv judges the lines above):
-// ptxas gives every variant the 255 registers the launch bound allows and spills at D = 128 (its
-// report, <build>/resources/09e_bwd_wgmma.ptxas.txt): dK_j and dV_j (128 accumulators) stay live
-// through the whole walk beside Sᵀ, dPᵀ and the recompute's LSE_i, D_i, so the "no spill" line
-// fails at D = 128. Computing dQ_i 64 columns at a time (below) did not change it, nor did rolled
-// k-loops (more spill). Removing it is a question of the tile and of how the warpgroups share
-// it, left to a later split of this step; D = 64 does not spill.
+// ptxas gives every variant the 255 registers the launch bound allows and, at D = 128, spills
+// (256-264 bytes of stores per variant; D = 64 does not): dK_j and dV_j (128 accumulators) stay
+// live through the whole walk, and the products' operands, the recompute and the ring's addresses
+// do not fit beside them. Tried here: dQ_i 64 columns at a time (kept), the mask as 32-bit tile
+// bounds (kept: 312-464 bytes before), rolled k-loops (more spill), descriptors recomputed at each
+// use, and Sᵀ and dPᵀ one after the other (no gain). So the "no spill" line fails at D = 128: the
+// registers are the next split's question (the tile, or two warpgroups sharing the keys).
 //
 // Limits: compute capability 9.0 exactly (sm_90a: wgmma; launcher.cu refuses other devices);
 // D = 64 and 128, fp16 and bf16, causal or not, any Sq, Skv >= 1; Q, K, V, O and dO 16-byte
@@ -365,6 +366,18 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     //! [scores]
 
     //! [recompute]
+    // The mask as bounds on the tile's query r, 32-bit: key my_key[h] is seen by rows lo[h] <= r <
+    // hi (causal_kv_end turned round: key j < Skv is seen by the rows i >= j + Sq − Skv, all rows
+    // without the mask), in place of 09d's 64-bit bound per element, which at D = 128 pushed dK_j's
+    // and dV_j's accumulators into local memory.
+    const int hi = static_cast<int>(sh.sq - row0 < Br ? sh.sq - row0 : Br);
+    int lo[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      std::int64_t first = kCausal ? my_key[h] + sh.sq - sh.skv : 0;  // the first row that sees it
+      first = my_key[h] >= sh.skv ? sh.sq : (first < 0 ? 0 : first);
+      lo[h] = static_cast<int>(first - row0 < 0 ? 0 : (first - row0 < Br ? first - row0 : Br));
+    }
     // Pᵀ = exp(Sᵀ − LSE) and dSᵀ = Pᵀ ∘ (dPᵀ − D), in place, LSE and D indexed by the column
     // (the query). Masked elements — past the causal diagonal, past Skv, rows past Sq — are 0,
     // exactly as 09b.
@@ -373,9 +386,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = 8 * n + 2 * t + e % 2;  // query of the tile
-        const std::int64_t row = row0 + r;
         float p = 0.0f, ds = 0.0f;
-        if (row < sh.sq && my_key[e / 2] < causal_kv_end(row, sh.sq, sh.skv, kCausal)) {
+        if (lo[e / 2] <= r && r < hi) {
           p = expf(s_acc[n][e] * sh.scale - sLse[r]);  // a row that sees a key has a finite LSE
           ds = p * (dp_acc[n][e] - sDelta[r]);
         }
