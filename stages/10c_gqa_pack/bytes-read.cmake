@@ -17,6 +17,11 @@
 # sector rounding, while a block that read its K/V head once for each of two halves of the group
 # (a ratio of 2) or a second time (10c at 2 KV) fails both.
 # Shown failing with the parent in place of 10c (-DPACKED=<stage10b runner>: ratio 1).
+#
+# -DCOMMITTED=<file>: also fail unless the counts are those the file records (bytes_read.txt, which
+# the book's chapter shows); -DWRITE=<file> writes that file instead (from the repository root:
+#   cmake -DPACKED=build/cpu/stages/emulated/stage10c -DPARENT=build/cpu/stages/emulated/stage10b
+#         -DWRITE=stages/10c_gqa_pack/bytes_read.txt -P stages/10c_gqa_pack/bytes-read.cmake).
 cmake_minimum_required(VERSION 3.20)
 foreach(var PACKED PARENT)
   if(NOT EXISTS "${${var}}")
@@ -55,8 +60,11 @@ function(bytes_read runner out)
   endforeach()
   math(EXPR bytes "32 * ${sectors}")
   string(REGEX MATCHALL "grid \\([0-9, ]+\\)" grids "${log}")
-  message(STATUS "${name}: ${bytes} bytes read (${sectors} sectors), ${grids}")
+  string(REPLACE ";" ", " grids "${grids}")
+  set(line "${name}: ${bytes} bytes read (${sectors} sectors of 32 bytes), ${grids}")
+  message(STATUS "${line}")
   set(${out} ${bytes} PARENT_SCOPE)
+  set(${out}_line "${line}" PARENT_SCOPE)
 endfunction()
 
 bytes_read("${PACKED}" packed)
@@ -64,7 +72,25 @@ bytes_read("${PARENT}" parent)
 message(STATUS "shape: B ${batch}, H ${heads} / H_kv ${heads_kv} (group ${group}), Sq ${seq_q}, "
                "Skv ${seq_kv}, D ${dim}: K/V ${kv_bytes} bytes, Q ${q_bytes}")
 math(EXPR ratio_x1000 "1000 * ${parent} / ${packed}")
-message(STATUS "parent / packed = ${ratio_x1000} / 1000 (group ${group}, at least 0.95 x group)")
+math(EXPR whole "${ratio_x1000} / 1000")
+math(EXPR frac "${ratio_x1000} % 1000 + 1000")
+string(SUBSTRING "${frac}" 1 3 frac)
+message(STATUS "parent / packed = ${whole}.${frac} (group ${group}, at least 0.95 x group)")
+
+# What the chapter shows: the emulator's counts (no GPU measurement), every number from the runs.
+string(CONCAT report
+  "emulated (fsemu, every block, FLASHSTEPS_KV_SPLITS=1), written by "
+  "stages/10c_gqa_pack/bytes-read.cmake\n"
+  "shape: B ${batch}, H ${heads} / H_kv ${heads_kv} (group ${group}), Sq ${seq_q}, "
+  "Skv ${seq_kv} (full cache), D ${dim}, fp16\n"
+  "K and V of the ${heads_kv} K/V heads once: ${kv_bytes} bytes; Q: ${q_bytes} bytes\n"
+  "${parent_line}\n"
+  "${packed_line}\n"
+  "10b / 10c: ${whole}.${frac} bytes read (group ${group})\n")
+if(DEFINED WRITE)
+  file(WRITE "${WRITE}" "${report}")
+  message(STATUS "wrote ${WRITE}")
+endif()
 
 set(failed "")
 math(EXPR lhs "100 * ${parent}")
@@ -79,6 +105,13 @@ math(EXPR rhs "105 * ${least}")
 if(packed LESS least OR lhs GREATER rhs)
   string(APPEND failed "the packed stage reads ${packed} bytes, not within [1, 1.05] x ${least} "
          "(K and V of the K/V heads once, and Q)\n")
+endif()
+if(DEFINED COMMITTED)
+  file(READ "${COMMITTED}" committed)
+  if(NOT committed STREQUAL report)
+    string(APPEND failed "${COMMITTED} records other counts than these (regenerate it with -DWRITE, "
+           "see the top of this file):\n${committed}\n--- now:\n${report}")
+  endif()
 endif()
 if(failed)
   message(FATAL_ERROR "bytes-read.cmake: FAIL\n${failed}")
