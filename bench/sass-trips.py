@@ -288,6 +288,17 @@ def _model_10b(s):
     return model
 
 
+def _model_10c(s):
+    # stages/10c_gqa_pack: 10b's kernel (namespace gqa_pack) on a grid of (sequence, K/V head)
+    # block rows whose tiles pack the group's query heads. At the profile's shape there is no GQA
+    # (group 1: the packing map is the identity, every tile full) and the rule takes 1 split, so
+    # the loops, trips and guards are 10b's; Q's copies come from load_q_packed (one per row chunk,
+    # outside the loops), none of them zero-filled here.
+    model = _model_10b(s)
+    model["kernel"] = model["kernel"].replace("split_kv::", "gqa_pack::")
+    return model
+
+
 def _model_07a(s):
     # stages/07a_wgmma: WgmmaTraits<64, 128, 3> (D = 64): one warpgroup (4 warps) owns Br = 64
     # query rows, Bc = 128, 3 stages: 06c's cp.async ring and tile loops around wgmma.
@@ -412,6 +423,7 @@ MODELS = {
     "06c_swizzle": _model_06c,
     "10a_kv_cache": _model_10a,
     "10b_split_kv": _model_10b,
+    "10c_gqa_pack": _model_10c,
     "07a_wgmma": _model_07a,
     "07b_tma": _model_07b,
     "07c_roles": _model_07c,
