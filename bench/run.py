@@ -31,16 +31,17 @@ summary per stage.
   run.sh [--budget-min N] [--dry-run] [--steps LIST] [--stages "06a 07"] [--out DIR]
          [--archive FILE] [--dtypes fp16,bf16] [--iters N]
   --budget-min  wall-clock budget in minutes (0: none, everything runs). The plan takes, in
-                order, what a committable run needs (every GPU suite; the peaks; every forward
-                stage's and baseline's bench and SDPA's forward backends at the canonical fp16
-                shapes; memcheck and racecheck of every stage whose kernels no committed run
-                sanitized with the same PTX), then what fits of: the backward stages' benches
-                with SDPA's backward, Nsight Compute profiles (unprofiled stages first), the
-                runners, the other sanitizer runs, bf16; Part V's stages at the decode shapes
-                with SDPA there come with the backward group. A plan of backward stages only
-                (--stages "09a 09b 09c") takes their benches and SDPA's backward first, and
-                SDPA's forward with what fits; a plan of Part V's stages (--stages 10a)
-                times them at the decode shapes and SDPA there. The estimates are the committed run's own timings
+                order, what a committable run needs (every GPU suite; the peaks; the bench of
+                every forward stage outside Part V and of the baseline, and SDPA's forward
+                backends, at the canonical fp16 shapes; memcheck and racecheck of every stage
+                whose kernels no committed run sanitized with the same PTX), then what fits of:
+                the backward stages' benches with SDPA's backward, Part V's stages (canonical
+                and decode shapes) with SDPA at the decode shapes, Nsight Compute profiles
+                (unprofiled stages first), the runners, the other sanitizer runs, bf16. A plan
+                of backward stages only (--stages "09a 09b 09c") takes their benches and SDPA's
+                backward first, and SDPA's forward with what fits; a plan of Part V's stages
+                (--stages 10a) times their canonical shapes first, then the decode shapes and
+                SDPA there. The estimates are the committed run's own timings
                 (estimates.tsv in the bundle), else the stated defaults; a command never runs
                 past the budget.
   --dry-run     print the plan (every command with its timeout and estimate) and the files it
@@ -237,6 +238,12 @@ class Planner:
         # them first, and SDPA's forward, which none of them compares with, behind them.
         kinds = {self.index[n].get("kind") for n in names if self.index[n]["role"] == "stage"}
         fwd_tier, bwd_tier = (0, 1) if "backward" not in kinds or "forward" in kinds else (1, 0)
+        # Part V's stages are judged at the decode shapes; their canonical shapes are the forward
+        # line's measure. In a plan with stages of other parts both go in the optional group behind
+        # the forward line (tier 1), so Part V's growth does not crowd the forward line out of the
+        # quick plan; a plan of Part V alone times its canonical shapes first, then the decode.
+        inference_only = all(self.index[n].get("part") == "inference" for n in names
+                             if self.index[n]["role"] == "stage")
 
         if "tests" in steps:
             add("tests:cpu", "tests", [[f"{self.bin}/test_cpu"]], "tests:cpu", 0, lane="cpu",
@@ -283,6 +290,9 @@ class Planner:
                         why += ", the backward pass" + (
                             " (with SDPA's backward, when the budget allows)" if bwd_tier else "")
                         job_tier = max(tier, bwd_tier)
+                    elif self.index[n].get("part") == "inference" and not inference_only:
+                        why += ", with Part V's decode shapes (when the budget allows)"
+                        job_tier = max(tier, 1)
                     if a.budget_s > 0 and sec > BENCH_CAP_S and iters > BENCH_MIN_ITERS:
                         fewer = max(BENCH_MIN_ITERS, int(iters * BENCH_CAP_S / sec))
                         why += (f", {fewer} launches per shape instead of {iters} (about "

@@ -66,8 +66,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stage", default=flashsteps.DEFAULT_STAGE,
                         help="the forward stage (default %(default)s)")
-    parser.add_argument("--backward-stage", default=flashsteps.DEFAULT_BACKWARD_STAGE,
-                        help="the backward stage (default %(default)s)")
+    parser.add_argument("--backward-stage", default=None,
+                        help="the backward stage (default: flashsteps.default_backward_stage()'s "
+                             "for the device)")
     parser.add_argument("--steps", type=int, default=3, help="SGD steps (default %(default)s)")
     parser.add_argument("--device", default="cpu", help="cpu (the emulator) or cuda")
     args = parser.parse_args()
@@ -84,7 +85,11 @@ def main() -> int:
 
     failures = []
     optimizers = [torch.optim.SGD(m.parameters(), lr=0.3) for m in (theirs, ours)]
-    print(f"{args.stage} (backward {args.backward_stage}) in place of SDPA, on {args.device}: "
+    backward = args.backward_stage or flashsteps.default_backward_stage(
+        emulated=args.device == "cpu", compute_capability=(
+            80 if args.device == "cpu" else
+            10 * torch.cuda.get_device_capability()[0] + torch.cuda.get_device_capability()[1]))
+    print(f"{args.stage} (backward {backward}) in place of SDPA, on {args.device}: "
           f"2 blocks of {heads} heads, D = {width // heads}, B = {batch}, S = {seq}")
     for step in range(args.steps):
         losses = []

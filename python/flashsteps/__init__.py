@@ -7,7 +7,8 @@
 With PyTorch, ``attention()`` on tensors is the registered operator ``torch.ops.flashsteps.attention``
 (``torch.library.custom_op``, with fake implementations, so ``torch.compile`` graphs do not break
 on it) and is differentiable: its backward, ``torch.ops.flashsteps.attention_backward``, runs a
-backward stage (``backward_stage``, default ``DEFAULT_BACKWARD_STAGE``).
+backward stage (``backward_stage``; unless named, ``default_backward_stage()``'s: the fastest the
+GPU runs, the cheapest to emulate on the CPU).
 ``scaled_dot_product_attention()`` takes ``torch.nn.functional.scaled_dot_product_attention``'s
 arguments, for a model that calls SDPA.
 
@@ -22,17 +23,21 @@ every refusal are the stage runners' (``stageNN``), from the same C++ code: CONT
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple, Union
 
 __all__ = ["DEFAULT_BACKWARD_STAGE", "DEFAULT_STAGE", "KvCacheSupport", "Stage", "attention",
-           "attention_backward", "attention_with_kvcache", "layout",
+           "attention_backward", "attention_with_kvcache", "default_backward_stage", "layout",
            "scaled_dot_product_attention", "stages"]
 
-#: The backward stage ``attention_backward()`` and the gradient of ``attention()`` run unless told
-#: otherwise: the first step of the backward line (its chapter in the book's Part IV).
-DEFAULT_BACKWARD_STAGE = "09a_bwd_scalar"
+#: The backward stage the emulator runs when a call names none (``attention_backward()`` and the
+#: gradient of ``attention()`` on CPU arrays): the backward line's cheapest to emulate. Timed with
+#: the emulated runners (``stage09x --emulate --batch 1 --heads 2 --seq 300 --seq-kv 500 --dim 128
+#: --causal``, 2026-11-28, on a 2-core CI-like machine): 09a 7.2, 09b 4.1, 09c 1.8, 09d 2.0 CPU-s.
+#: On a GPU the choice is ``default_backward_stage()``'s.
+DEFAULT_BACKWARD_STAGE = "09c_bwd_mma"
 
 #: The forward stage ``scaled_dot_product_attention()`` runs unless told otherwise: the last step of
 #: the sm_80 line (Part II), which runs on every GPU the project supports and on the emulator.
@@ -80,6 +85,9 @@ class Stage:
         gpu: whether this build can run it on a GPU (``_gpu_`` module built).
         emulated: whether this build can run it on the CPU emulator (``_emu_`` module built).
         kv_cache: what of a KV cache its kernels read (``KvCacheSupport``).
+        default_backward_on: where a gradient that names no backward stage runs this one
+            (``default_backward_stage()``): ``"emulator"``, and/or the GPUs by compute capability
+            (``"gpu, compute capability 80 or more"``); empty for every other stage.
     """
 
     name: str
@@ -93,6 +101,7 @@ class Stage:
     gpu: bool
     emulated: bool
     kv_cache: KvCacheSupport = KvCacheSupport()
+    default_backward_on: Tuple[str, ...] = ()
 
 
 def _stage_tree() -> list:
@@ -145,7 +154,75 @@ def stages() -> Tuple[Stage, ...]:
                             min_compute_capability=info["min_compute_capability"],
                             gpu=gpu is not None, emulated=emu is not None,
                             kv_cache=KvCacheSupport(**info["kv_cache"])))
-    return tuple(result)
+    # Where each is the default backward stage: the emulator's, and the GPU's for each range of
+    # compute capabilities between the backward stages' requirements.
+    on = {s.name: [] for s in result}
+    if any(s.name == DEFAULT_BACKWARD_STAGE and s.emulated for s in result):
+        on[DEFAULT_BACKWARD_STAGE].append("emulator")
+    needs = sorted({s.min_compute_capability for s in result if s.kind == "backward" and s.gpu})
+    for i, cc in enumerate(needs):
+        span = (f"{cc} or more" if i + 1 == len(needs) else
+                f"{cc} to {needs[i + 1] - 1}")
+        on[_fastest_backward(result, cc)].append(f"gpu, compute capability {span}")
+    return tuple(dataclasses.replace(s, default_backward_on=tuple(on[s.name])) for s in result)
+
+
+def _fastest_backward(tree: Tuple[Stage, ...], compute_capability: int) -> str:
+    """The backward stage predicted fastest on a GPU of this compute capability: the one with
+    the most steps of the backward line before it, among those this build has GPU modules for
+    and that need no more than it."""
+    parent = {s.name: s.parent for s in tree}
+
+    def steps(name: Optional[str]) -> int:
+        return 0 if name is None else 1 + steps(parent.get(name))
+
+    runs = [s for s in tree if s.kind == "backward" and s.gpu and
+            s.min_compute_capability <= compute_capability]
+    if not runs:
+        raise ValueError(f"no backward stage of this build runs on a GPU of compute capability "
+                         f"{compute_capability}: they need "
+                         + (", ".join(sorted({s.gpu_requirement for s in tree
+                                              if s.kind == "backward"})) or "a GPU build"))
+    return max(runs, key=lambda s: steps(s.name)).name
+
+
+def default_backward_stage(emulated: bool, compute_capability: int = 80) -> str:
+    """The backward stage a call that names none runs (``attention_backward()``, the gradient of
+    ``attention()``).
+
+    Args:
+        emulated: on the CPU emulator: ``DEFAULT_BACKWARD_STAGE``, the cheapest to emulate.
+        compute_capability: on a GPU, its major*10+minor (80 for an A100, 90 for an H100): the
+            backward line's last step that this build has a GPU module for and that needs no
+            more. Each step of Part IV is predicted faster than its parent (its chapter's
+            prediction); no GPU has timed them yet, and a measured order would take this one's
+            place. ``Stage.default_backward_on`` in ``stages()`` says the same per stage.
+
+    Raises:
+        ValueError: no backward stage of this build runs on such a GPU.
+    """
+    if emulated:
+        return DEFAULT_BACKWARD_STAGE
+    return _fastest_backward(stages(), int(compute_capability))
+
+
+def _backward_stage_for(q: Any, emulate: Optional[bool]) -> str:
+    """``default_backward_stage()`` for Q's device: the emulator unless Q is on a CUDA device
+    (or ``emulate`` is False); there, the device's compute capability from Q's framework
+    (PyTorch, CuPy), or 80 (sm_80, the least any stage needs) from another one."""
+    on_gpu = emulate is False or (emulate is None and _device(q)[0] == _DL_CUDA)
+    if not on_gpu:
+        return default_backward_stage(emulated=True)
+    cc = 80
+    framework = _framework(q)
+    if framework == "torch" and q.is_cuda:
+        import torch
+
+        major, minor = torch.cuda.get_device_capability(q.device)
+        cc = 10 * major + minor
+    elif framework == "cupy":
+        cc = int(q.device.compute_capability)
+    return default_backward_stage(emulated=False, compute_capability=cc)
 
 
 def layout(stage: Union[str, int]) -> str:
@@ -227,7 +304,7 @@ def _current_stream(q: Any) -> int:
 def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = False,
               scale: Optional[float] = None, return_lse: bool = False,
               emulate: Optional[bool] = None,
-              backward_stage: Union[str, int] = DEFAULT_BACKWARD_STAGE) -> Any:
+              backward_stage: Union[str, int, None] = None) -> Any:
     """Attention's forward pass by one stage: O = softmax(scale * Q K^T) V.
 
     The problem is the runners' (CONTRIBUTING.md, "The stage contract"): PyTorch SDPA's layout,
@@ -253,7 +330,9 @@ def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = 
             this machine has no GPU this build can use. ``True`` runs CPU arrays on the
             emulator; ``False`` runs on the GPU only.
         backward_stage: with PyTorch tensors that require grad, the backward stage the gradient
-            runs (``DEFAULT_BACKWARD_STAGE`` unless named): the result is differentiable, through
+            runs; ``None``: ``default_backward_stage()``'s for the device it runs on, the fastest
+            backward stage a GPU runs or, on the CPU, the cheapest to emulate
+            (``DEFAULT_BACKWARD_STAGE``). The result is differentiable, through
             the autograd formula registered for ``torch.ops.flashsteps.attention``, which pairs
             ``stage`` (forward) with it (backward). LSE is not differentiable (a loss that uses it
             gets no gradient through it), and neither is the gradient (double backward raises
@@ -300,7 +379,8 @@ def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = 
         TypeError: ``q``, ``k`` or ``v`` is not a DLPack array.
     """
     if _framework(q) == "torch":
-        o, lse = _torch_ops().attention(q, k, v, _stage_arg(stage), _stage_arg(backward_stage),
+        chosen = "" if backward_stage is None else _stage_arg(backward_stage)  # "": choose
+        o, lse = _torch_ops().attention(q, k, v, _stage_arg(stage), chosen,
                                         bool(causal), None if scale is None else float(scale),
                                         None if emulate is None else bool(emulate))
     else:
@@ -309,7 +389,7 @@ def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = 
 
 
 def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any, *,
-                       stage: Union[str, int] = DEFAULT_BACKWARD_STAGE, causal: bool = False,
+                       stage: Union[str, int, None] = None, causal: bool = False,
                        scale: Optional[float] = None,
                        emulate: Optional[bool] = None) -> Tuple[Any, Any, Any]:
     """Attention's backward pass by one backward stage: dQ, dK and dV from dO.
@@ -323,8 +403,8 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any, *,
         lse: the forward's log-sum-exp ``[B, H, Sq]`` float32, natural log (``attention(...,
             return_lse=True)`` gives both).
         dout: the gradient of the loss with respect to O, ``[B, H, Sq, D]``, Q's dtype.
-        stage: a backward stage (``DEFAULT_BACKWARD_STAGE`` unless named; ``stages()`` lists
-            each stage's kind).
+        stage: a backward stage (``stages()`` lists each stage's kind); ``None``:
+            ``default_backward_stage()``'s for the device it runs on.
         causal, scale, emulate: as for ``attention()``; the same as the forward's.
 
     Returns:
@@ -338,16 +418,17 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any, *,
     """
     if _framework(q) == "torch":
         return tuple(_torch_ops().attention_backward(
-            q, k, v, o, lse, dout, _stage_arg(stage), bool(causal),
+            q, k, v, o, lse, dout, "" if stage is None else _stage_arg(stage), bool(causal),
             None if scale is None else float(scale), None if emulate is None else bool(emulate)))
-    return _backward(q, k, v, o, lse, dout, _stage_name(stage), causal, scale, emulate)
+    return _backward(q, k, v, o, lse, dout, "" if stage is None else _stage_name(stage), causal,
+                     scale, emulate)
 
 
 def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any = None,
                                  dropout_p: float = 0.0, is_causal: bool = False,
                                  scale: Optional[float] = None, enable_gqa: bool = False, *,
                                  stage: Union[str, int, None] = None,
-                                 backward_stage: Union[str, int] = DEFAULT_BACKWARD_STAGE,
+                                 backward_stage: Union[str, int, None] = None,
                                  emulate: Optional[bool] = None) -> Any:
     """``torch.nn.functional.scaled_dot_product_attention``'s call, run by a stage.
 
@@ -459,7 +540,8 @@ def _register_attention_ops(torch: Any) -> Any:
                           "str stage, bool causal, float? scale, bool? emulate) "
                           "-> (Tensor, Tensor, Tensor)")
     def attention_backward_op(q, k, v, o, lse, dout, stage, causal, scale, emulate):
-        return _backward(q, k, v, o, lse, dout, _stage_name(stage), causal, scale, emulate)
+        return _backward(q, k, v, o, lse, dout, _stage_name(stage) if stage else "", causal,
+                         scale, emulate)
 
     @attention_backward_op.register_fake
     def _(q, k, v, o, lse, dout, stage, causal, scale, emulate):
@@ -665,7 +747,9 @@ def attention_with_kvcache(q: Any, k_cache: Any, v_cache: Any, cache_seqlens: An
 
 def _backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any, name: str, causal: bool,
               scale: Optional[float], emulate: Optional[bool]) -> Tuple[Any, Any, Any]:
+    """``name`` "" chooses (``_backward_stage_for``)."""
     _check_arrays(q=q, k=k, v=v, o=o, lse=lse, dout=dout)
+    name = name or _backward_stage_for(q, emulate)
     module, emulate = _pick_module(name, q, emulate)
     dq = _empty(q, tuple(q.shape), float32=False)
     dk = _empty(k, tuple(k.shape), float32=False)

@@ -3,7 +3,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Optional, Tuple, Union, overload
 
 __all__ = ["DEFAULT_BACKWARD_STAGE", "DEFAULT_STAGE", "KvCacheSupport", "Stage", "attention",
-           "attention_backward", "attention_with_kvcache", "layout",
+           "attention_backward", "attention_with_kvcache", "default_backward_stage", "layout",
            "scaled_dot_product_attention", "stages"]
 
 DEFAULT_BACKWARD_STAGE: str
@@ -29,21 +29,23 @@ class Stage:
     gpu: bool
     emulated: bool
     kv_cache: KvCacheSupport = ...
+    default_backward_on: Tuple[str, ...] = ...
 
 def stages() -> Tuple[Stage, ...]: ...
+def default_backward_stage(emulated: bool, compute_capability: int = ...) -> str: ...
 def layout(stage: Union[str, int]) -> str: ...
 @overload
 def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = ...,
               scale: Optional[float] = ..., return_lse: Literal[False] = ...,
               emulate: Optional[bool] = ...,
-              backward_stage: Union[str, int] = ...) -> Any: ...
+              backward_stage: Union[str, int, None] = ...) -> Any: ...
 @overload
 def attention(q: Any, k: Any, v: Any, *, stage: Union[str, int], causal: bool = ...,
               scale: Optional[float] = ..., return_lse: Literal[True],
               emulate: Optional[bool] = ...,
-              backward_stage: Union[str, int] = ...) -> Tuple[Any, Any]: ...
+              backward_stage: Union[str, int, None] = ...) -> Tuple[Any, Any]: ...
 def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, dout: Any, *,
-                       stage: Union[str, int] = ..., causal: bool = ...,
+                       stage: Union[str, int, None] = ..., causal: bool = ...,
                        scale: Optional[float] = ...,
                        emulate: Optional[bool] = ...) -> Tuple[Any, Any, Any]: ...
 @overload
@@ -62,5 +64,5 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
                                  dropout_p: float = ..., is_causal: bool = ...,
                                  scale: Optional[float] = ..., enable_gqa: bool = ..., *,
                                  stage: Union[str, int, None] = ...,
-                                 backward_stage: Union[str, int] = ...,
+                                 backward_stage: Union[str, int, None] = ...,
                                  emulate: Optional[bool] = ...) -> Any: ...

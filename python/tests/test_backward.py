@@ -148,6 +148,64 @@ def test_without_grad_attention_takes_no_backward_path():
     assert not o.requires_grad
 
 
+# --- the backward stage a call names none of ----------------------------------------------------
+
+def _backward_line(tree):
+    """The backward stages in order along the line, by the test's own walk of the parents."""
+    backward = {s.name: s for s in tree if s.kind == "backward"}
+    roots = [s for s in backward.values() if s.parent not in backward]
+    assert len(roots) == 1, "the backward line has one first step"
+    line = [roots[0].name]
+    while children := [s.name for s in backward.values() if s.parent == line[-1]]:
+        assert len(children) == 1, "the backward line does not branch"
+        line.append(children[0])
+    return line
+
+
+def test_the_default_backward_stage_per_device():
+    """On the emulator, DEFAULT_BACKWARD_STAGE (the cheapest to emulate); on a GPU, the line's
+    last step this build has a GPU module for and that runs there; stages() says the same."""
+    tree = flashsteps.stages()
+    by_name = {s.name: s for s in tree}
+    assert flashsteps.default_backward_stage(emulated=True) == flashsteps.DEFAULT_BACKWARD_STAGE
+    assert by_name[flashsteps.DEFAULT_BACKWARD_STAGE].kind == "backward"
+    assert [s.name for s in tree if "emulator" in s.default_backward_on] == \
+        [flashsteps.DEFAULT_BACKWARD_STAGE]
+    line = _backward_line(tree)
+    assert len(line) > 1
+    runs_on = [n for n in line if by_name[n].gpu and by_name[n].min_compute_capability <= 80]
+    if not runs_on:
+        pytest.skip("this build has no GPU modules (FLASHSTEPS_PYTHON_GPU=OFF)")
+    fastest = flashsteps.default_backward_stage(emulated=False, compute_capability=80)
+    assert fastest == runs_on[-1] and fastest != line[0]
+    assert by_name[fastest].default_backward_on[-1].startswith("gpu, compute capability 80")
+    with pytest.raises(ValueError, match="compute capability 75"):
+        flashsteps.default_backward_stage(emulated=False, compute_capability=75)
+
+
+def test_a_call_that_names_no_backward_stage_runs_the_default(monkeypatch):
+    """attention_backward() without a stage, and attention()'s gradient without backward_stage,
+    run the emulator's default; a named one runs as named."""
+    ran = []
+    pick = flashsteps._pick_module
+
+    def spy(name, q, emulate):
+        ran.append(name)
+        return pick(name, q, emulate)
+
+    monkeypatch.setattr(flashsteps, "_pick_module", spy)
+    q, k, v, o, lse, dout = make_backward_inputs(1, 1, 21, 33, 64, "fp16", seed=4)
+    assert check_backward(*flashsteps.attention_backward(q, k, v, o, lse, dout, emulate=True),
+                          q, k, v, o, lse, dout) == []
+    assert ran == [flashsteps.DEFAULT_BACKWARD_STAGE]
+    for named, runs in ((None, flashsteps.DEFAULT_BACKWARD_STAGE), ("09b", "09b_bwd_fused")):
+        ran.clear()
+        tq, tk, tv = (torch.from_numpy(x).requires_grad_() for x in (q, k, v))
+        out = flashsteps.attention(tq, tk, tv, stage="03_online_softmax", backward_stage=named)
+        out.float().sum().backward()
+        assert ran == ["03_online_softmax", runs]
+
+
 # --- with PyTorch and a GPU: the backward stage on CUDA tensors (bench/python-gpu.sh) -------------
 
 HAVE_CUDA = torch.cuda.is_available()

@@ -13,21 +13,27 @@
 #     chapter list have it;
 #   - git status shows nothing changed outside stages/00x_copy (and README's generated row).
 #
-#   tests/stages/new-stage.sh WORK PTX_DIR FS_TABLE
+#   tests/stages/new-stage.sh WORK PTX_DIR FS_TABLE [PARENT_BUILD]
 # PTX_DIR: a build's per-stage PTX hashes (<build>/ptx), so that README's status block, which the
 # copy regenerates with its stage table, reads as the committed README's. FS_TABLE: that build's
 # table tool, run on the copy (fs_table --source-dir: the copy's stage folders and bench/ files;
 # --stage-list: the copy's stage tree), so that the copy does not build it again.
 # Builds what it needs in WORK/copy/build (fsemu, the common libraries, one stage's emulated
-# suite, one fault): a few minutes on two cores. Exit 0 ok, 1 a check failed.
+# suite, one fault). PARENT_BUILD: the build of this working tree that CTest tests; the copy is
+# configured with its options and reuses each object it compiled with the same command from the
+# same source (tests/stages/reuse-objects.py): only the new stage's files are compiled. Without
+# it, everything is compiled: a few minutes on two cores. Exit 0 ok, 1 a check failed.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-usage="usage: tests/stages/new-stage.sh WORK PTX_DIR FS_TABLE"
+usage="usage: tests/stages/new-stage.sh WORK PTX_DIR FS_TABLE [PARENT_BUILD]"
 work=${1:?$usage}
 ptx=${2:?$usage}
 fs_table=${3:?$usage}
+parent_build=${4:-}
 [[ -d $ptx ]] || { echo "new-stage: no PTX hashes in $ptx (build the ptx_* targets)" >&2; exit 1; }
 [[ -x $fs_table ]] || { echo "new-stage: $fs_table is not the built table tool" >&2; exit 1; }
+[[ -z $parent_build || -f $parent_build/compile_commands.json ]] ||
+  { echo "new-stage: $parent_build is not a build with compile_commands.json" >&2; exit 1; }
 fail() { echo "new-stage: FAIL: $*" >&2; exit 1; }
 
 rm -rf "$work"
@@ -75,14 +81,25 @@ EOF
 [[ -z $(git -C "$copy" status --porcelain -- . ":!$new") ]] ||
   fail "the new stage changed files outside its folder"
 
-# Configure: the stage tree has it. The copy's host code compiles at -O0, not Release's -O3: what
-# it builds (the emulator, the harness, the new stage's suite and one fault) proves the folder is
-# a stage, and its one small emulated case runs in a second or two either way. (Catch2's session:
-# 39, 26 and 21 CPU-s at -O3, -O1 and -O0; the runner 29, 15 and 11.)
+# Configure: the stage tree has it. With a parent build, with the parent's options (those the
+# presets set), and every C++ compile through reuse-objects.py, which copies the parent's object
+# where the parent compiled the same output with the same command from the same bytes. Without
+# one, the copy's host code compiles at -O0, not Release's -O3: what it builds proves the folder
+# is a stage, and its one small emulated case runs in a second or two either way.
 build=$copy/build
-cmake -S "$copy" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=80 \
-  "-DCMAKE_CXX_FLAGS_RELEASE=-O0 -DNDEBUG" -DFLASHSTEPS_BUILD_BOOK=OFF >"$work/configure.log" 2>&1 ||
-  { tail -20 "$work/configure.log"; fail "configure failed"; }
+options=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=80 "-DCMAKE_CXX_FLAGS_RELEASE=-O0 -DNDEBUG")
+if [[ -n $parent_build ]]; then
+  options=()
+  for var in CMAKE_BUILD_TYPE CMAKE_CUDA_ARCHITECTURES FLASHSTEPS_PYTHON FLASHSTEPS_PYTHON_GPU \
+    FLASHSTEPS_WATCHDOG_SUITES FLASHSTEPS_EMULATION_SANITIZERS Python_EXECUTABLE; do
+    value=$(sed -n "s/^$var:[A-Z]*=//p" "$parent_build/CMakeCache.txt")
+    [[ -z $value ]] || options+=("-D$var=$value")
+  done
+  "$copy/tests/stages/reuse-objects.py" index "$parent_build" "$work/parent-objects.json"
+  options+=("-DCMAKE_CXX_COMPILER_LAUNCHER=$copy/tests/stages/reuse-objects.py;run;$work/parent-objects.json;$copy;$build;$work/reuse.log;--")
+fi
+cmake -S "$copy" -B "$build" -G Ninja "${options[@]}" -DFLASHSTEPS_BUILD_BOOK=OFF \
+  >"$work/configure.log" 2>&1 || { tail -20 "$work/configure.log"; fail "configure failed"; }
 tree=$build/stages.json
 field() { python3 "$copy/bench/stage_tree.py" "$tree" field "$1" 00x_copy | cut -f2; }
 [[ $(field parent) == 00_scalar ]] || fail "stages.json: 00x_copy's parent is '$(field parent)'"
@@ -96,6 +113,13 @@ field() { python3 "$copy/bench/stage_tree.py" "$tree" field "$1" 00x_copy | cut 
 cmake --build "$build" -j"$(nproc)" --target test_emu_00x_copy stage00x_emulated \
   test_fault_00x_scale_dropped >"$work/build.log" 2>&1 ||
   { tail -30 "$work/build.log"; fail "building the new stage's emulated suite failed"; }
+if [[ -n $parent_build ]]; then
+  # Only what the new folder holds is compiled here; the rest is the parent build's, byte for byte.
+  ! grep -q "^reused .*00x_copy" "$work/reuse.log" || fail "an object of the new stage was reused"
+  grep -q "^compiled .*00x_copy" "$work/reuse.log" || fail "the new stage's files were not compiled"
+  echo "new-stage: $(grep -c '^reused' "$work/reuse.log") objects reused from $parent_build," \
+    "$(grep -c '^compiled' "$work/reuse.log") compiled (the new stage's and those the parent has not)"
+fi
 listed=$(cd "$build" && ctest -N -R '^emu\.00x_copy$') || fail "ctest -N failed"
 grep -q "emu\.00x_copy\$" <<<"$listed" || fail "CTest does not list its emulated suite emu.00x_copy"
 suite=$("$build/tests/test_emu_00x_copy" "a non-default softmax scale" --warn NoAssertions 2>&1) ||
