@@ -245,9 +245,7 @@ class Planner:
         # the canonical shapes and SDPA's forward with what fits.
         parts = [self.index[n].get("part") for n in names if self.index[n]["role"] == "stage"]
         inference_only = bool(parts) and all(p == "inference" for p in parts)
-        decode_tier = 0 if inference_only else 1
-        if inference_only:
-            fwd_tier = 1
+        decode_tier, fwd_tier = (0, 1) if inference_only else (1, fwd_tier)
 
         if "tests" in steps:
             add("tests:cpu", "tests", [[f"{self.bin}/test_cpu"]], "tests:cpu", 0, lane="cpu",
