@@ -40,8 +40,8 @@ summary per stage.
                 (unprofiled stages first), the runners, the other sanitizer runs, bf16. A plan
                 of backward stages only (--stages "09a 09b 09c") takes their benches and SDPA's
                 backward first, and SDPA's forward with what fits; a plan of Part V's stages
-                (--stages 10a) times their canonical shapes first, then the decode shapes and
-                SDPA there. The estimates are the committed run's own timings
+                (--stages 10a) times them and SDPA at the decode shapes first, then their
+                canonical shapes and SDPA's forward with what fits. The estimates are the committed run's own timings
                 (estimates.tsv in the bundle), else the stated defaults; a command never runs
                 past the budget.
   --dry-run     print the plan (every command with its timeout and estimate) and the files it
@@ -241,9 +241,11 @@ class Planner:
         # Part V's stages are judged at the decode shapes; their canonical shapes are the forward
         # line's measure. In a plan with stages of other parts both go in the optional group behind
         # the forward line (tier 1), so Part V's growth does not crowd the forward line out of the
-        # quick plan; a plan of Part V alone times its canonical shapes first, then the decode.
-        inference_only = all(self.index[n].get("part") == "inference" for n in names
-                             if self.index[n]["role"] == "stage")
+        # quick plan; a plan of Part V alone times the decode shapes and SDPA there first, then
+        # the canonical shapes and SDPA's forward with what fits.
+        parts = [self.index[n].get("part") for n in names if self.index[n]["role"] == "stage"]
+        inference_only = bool(parts) and all(p == "inference" for p in parts)
+        decode_tier, fwd_tier = (0, 1) if inference_only else (1, fwd_tier)
 
         if "tests" in steps:
             add("tests:cpu", "tests", [[f"{self.bin}/test_cpu"]], "tests:cpu", 0, lane="cpu",
@@ -290,8 +292,10 @@ class Planner:
                         why += ", the backward pass" + (
                             " (with SDPA's backward, when the budget allows)" if bwd_tier else "")
                         job_tier = max(tier, bwd_tier)
-                    elif self.index[n].get("part") == "inference" and not inference_only:
-                        why += ", with Part V's decode shapes (when the budget allows)"
+                    elif self.index[n].get("part") == "inference":
+                        why += (", after the decode shapes (when the budget allows)"
+                                if inference_only else
+                                ", with Part V's decode shapes (when the budget allows)")
                         job_tier = max(tier, 1)
                     if a.budget_s > 0 and sec > BENCH_CAP_S and iters > BENCH_MIN_ITERS:
                         fewer = max(BENCH_MIN_ITERS, int(iters * BENCH_CAP_S / sec))
@@ -312,7 +316,8 @@ class Planner:
                     add(f"bench_decode:{n}:{d}", "bench", [[
                         f"{self.bin}/bench_{n}", f"--fs_dtypes={d}", f"--fs_iters={a.iters}",
                         "--fs_shapes=decode", f"--benchmark_out=bench_{n}.decode{suffix}.json",
-                        "--benchmark_out_format=json"]], "bench_decode", max(tier, 1), stage=n,
+                        "--benchmark_out_format=json"]], "bench_decode", max(tier, decode_tier),
+                        stage=n,
                         why=f"the decode shapes (bytes per second), {d}")
             if "sdpa" in steps and decode:
                 add(f"sdpa_decode:{d}", "sdpa",
@@ -320,7 +325,7 @@ class Planner:
                       f"sdpa.decode{suffix}.json", "--harness", f"{self.bin}/bench_{decode[0]}",
                       "--harness-shapes", "decode", "--dtypes", d, "--iters", str(a.iters),
                       "--passes", "fwd"]],
-                    "sdpa_decode", max(tier, 1),
+                    "sdpa_decode", max(tier, decode_tier),
                     why=f"PyTorch SDPA's backends at the decode shapes (enable_gqa), {d}")
             if "sdpa" in steps:
                 # The canonical shapes as the stages' harness lists them (one list).

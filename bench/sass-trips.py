@@ -288,6 +288,39 @@ def _model_10b(s):
     return model
 
 
+def _model_10c(s):
+    # stages/10c_gqa_pack: 10b's kernel (namespace gqa_pack) on a grid of (sequence, K/V head)
+    # block rows whose tiles pack the group's query heads. At the profile's shape there is no GQA
+    # (group 1: the packing map is the identity, every tile full) and the rule takes 1 split, so
+    # the loops, trips and guards are 10b's; Q's copies come from load_q_packed (one per row chunk,
+    # outside the loops), none of them zero-filled here.
+    model = _model_10b(s)
+    model["kernel"] = model["kernel"].replace("split_kv::", "gqa_pack::")
+    return model
+
+
+def _model_10d(s):
+    # stages/10d_paged_kv: 10b's kernel (namespace paged_kv) with each key row's address taken
+    # through the block table. At the profile's shape the cache is contiguous (no table: one page
+    # of Skv keys per sequence) and takes 1 split, so the loops and trips are 10b's. The copies
+    # are the same cp.async per row, now issued from load_kv_tile_async; its one new load, the
+    # table entry of a row's page, runs only with a block table: never here.
+    model = _ring_model(s, "paged_kv::RegistersTraits", 128, 2)
+    tc = s["Skv"] // 128
+    model["loops"] = [
+        (r"j < min\(t_end, Tc_full\); \+\+j", tc, None),  # the unmasked tiles: all of them
+        (r"j = max\(t_begin, Tc_full\); j < t_end", 0, None),  # the masked tiles: none
+    ]
+    model["guards"] = [
+        (r"^cp_async_shared_global\.h:", r"j < min\(t_end, Tc_full\); \+\+j", (tc - 1) / tc),
+        (r"chunk\) = make_uint4\(0u", "*", 0),  # zero fill past Skv/Sq: none here
+        (r"kv_len = cache_seqlens != nullptr \? cache_seqlens\[b\]", None, 0, r"LDG"),
+        (r"table != nullptr \? std::int64_t\{table\[i\]\}", "*", 0, r"LDG"),  # no table
+        (r"reinterpret_cast<float2\*>\(dst", None, 0),  # the partial O of a split: one split here
+    ]
+    return model
+
+
 def _model_07a(s):
     # stages/07a_wgmma: WgmmaTraits<64, 128, 3> (D = 64): one warpgroup (4 warps) owns Br = 64
     # query rows, Bc = 128, 3 stages: 06c's cp.async ring and tile loops around wgmma.
@@ -412,6 +445,8 @@ MODELS = {
     "06c_swizzle": _model_06c,
     "10a_kv_cache": _model_10a,
     "10b_split_kv": _model_10b,
+    "10c_gqa_pack": _model_10c,
+    "10d_paged_kv": _model_10d,
     "07a_wgmma": _model_07a,
     "07b_tma": _model_07b,
     "07c_roles": _model_07c,

@@ -85,10 +85,13 @@ def main() -> int:
 
     failures = []
     optimizers = [torch.optim.SGD(m.parameters(), lr=0.3) for m in (theirs, ours)]
-    backward = args.backward_stage or flashsteps.default_backward_stage(
-        emulated=args.device == "cpu", compute_capability=(
-            80 if args.device == "cpu" else
-            10 * torch.cuda.get_device_capability()[0] + torch.cuda.get_device_capability()[1]))
+    backward = args.backward_stage
+    if backward is None and args.device == "cpu":
+        backward = flashsteps.default_backward_stage(emulated=True)
+    elif backward is None:
+        major, minor = torch.cuda.get_device_capability()
+        backward = flashsteps.default_backward_stage(emulated=False,
+                                                     compute_capability=10 * major + minor)
     print(f"{args.stage} (backward {backward}) in place of SDPA, on {args.device}: "
           f"2 blocks of {heads} heads, D = {width // heads}, B = {batch}, S = {seq}")
     for step in range(args.steps):

@@ -671,7 +671,7 @@ def _stage_for(grouped: bool, cache_seqlens: bool, paged: bool, who: str) -> str
             return s.name
     words = {"grouped": "K/V with fewer heads than Q (GQA/MQA)",
              "cache_seqlens": "per-sequence cache_seqlens",
-             "paged": "a paged cache through block_table (issue 41, step 10d)"}
+             "paged": "a paged cache through block_table"}
     raise ValueError(f"{who}: no stage of this build reads "
                      f"{' and '.join(words[f] for f, needed in needs.items() if needed)}: "
                      "Stage.kv_cache in flashsteps.stages() says what each reads")
@@ -697,10 +697,12 @@ def attention_with_kvcache(q: Any, k_cache: Any, v_cache: Any, cache_seqlens: An
       each in ``[0, Skv]``. A Python int or list is not taken: pass an array
       (``numpy.array(lens, dtype=numpy.int32)``, ``torch.tensor(lens, dtype=torch.int32)``).
     * ``block_table``: ``[B, pages]`` int32, K and V then a pool of pages ``[B * pages, H_kv,
-      page_size, D]`` (the C++ contract's pool size). No stage reads pages yet (issue 41, step
-      10d): a block table is checked (shape, dtype, each index in ``[0, B * pages)``) and then
-      refused with ValueError, by the named stage (which says it reads K/V contiguous) or, with
-      ``stage=None``, because no stage reads pages.
+      page_size, D]`` (the C++ contract's pool size): key j of sequence b is row
+      ``j % page_size`` of page ``block_table[b, j // page_size]``, and Skv is
+      ``pages * page_size``. A block table is checked (shape, dtype, each index in
+      ``[0, B * pages)``); a stage that reads pages (``Stage.kv_cache.paged``: 10d_paged_kv)
+      takes page sizes that are multiples of its ``Stage.kv_cache.page_multiple`` and refuses
+      others with ValueError, as a stage that reads K/V contiguous refuses any block table.
 
     ``causal`` is the bottom-right mask aligned to each sequence's length L_b: query i sees key j
     when ``j <= i + L_b - Sq``, as FlashAttention's. A row that sees no key (L_b = 0, or causal
@@ -710,7 +712,8 @@ def attention_with_kvcache(q: Any, k_cache: Any, v_cache: Any, cache_seqlens: An
         q, k_cache, v_cache, cache_seqlens, block_table, causal: above.
         stage: a forward stage as ``attention()`` takes it; ``None`` picks ``DEFAULT_STAGE`` when
             it reads what the call needs, else the first stage of the tree that does (10a_kv_cache
-            for grouped heads or cache_seqlens), ValueError when none does.
+            for grouped heads or cache_seqlens, 10d_paged_kv for a block table), ValueError when
+            none does.
         return_lse: also return LSE ``[B, H, Sq]`` float32 (natural log).
         softmax_scale: FlashAttention's name for ``attention()``'s ``scale`` (None: 1/sqrt(D)).
         emulate: as for ``attention()``: NumPy and CPU tensors run on the emulator, CUDA tensors

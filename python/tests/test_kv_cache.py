@@ -1,8 +1,10 @@
 """Inference-shaped attention from Python (issue 41, item 4): attention() with fewer K/V heads than
 query heads (GQA, MQA), attention_with_kvcache() with per-sequence lengths, their refusals, and
-the default stage choice. Results are checked on the emulator against this folder's NumPy
-reference (reference.py), fed with K/V gathered here: query head h reads K/V head h // (H / H_kv),
-sequence b its first cache_seqlens[b] keys. The shapes are small: the emulator is slow."""
+the default stage choice, and a paged cache through block_table. Results are checked on the
+emulator against this folder's NumPy reference (reference.py), fed with K/V gathered here: query
+head h reads K/V head h // (H / H_kv), sequence b its first cache_seqlens[b] keys; a paged cache
+is made here from the contiguous one, so the reference reads the cache the pages were cut from.
+The shapes are small: the emulator is slow."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import flashsteps
 from reference import check, make_inputs, ml_dtypes
 
 KV_STAGE = "10a_kv_cache"  # the stage that reads K/V by groups with per-sequence lengths
+PAGED_STAGE = "10d_paged_kv"  # the first stage of the tree that reads K/V through a block table
 FORWARD = {s.name: s for s in flashsteps.stages() if s.kind == "forward"}
 needs_ml_dtypes = pytest.mark.skipif(ml_dtypes is None, reason="bf16 NumPy arrays need ml_dtypes")
 
@@ -94,17 +97,70 @@ def test_torch_cpu_tensors_run_as_numpy_arrays():
     assert np.array_equal(got.numpy(), want)
 
 
+def paged_cache(k, v, page_size, seed=9):
+    """K and V [B, H_kv, Skv, D] cut into pages of page_size keys, placed in a pool
+    [B * pages, H_kv, page_size, D] in a shuffled order: (table [B, pages] int32, pool K, pool V).
+    The keys past Skv in the last page are NaN, like the rows past a sequence's length."""
+    b, h_kv, skv, d = k.shape
+    pages = -(-skv // page_size)
+    table = np.random.default_rng(seed).permutation(b * pages).astype(np.int32).reshape(b, pages)
+    pools = []
+    for x in (k, v):
+        padded = np.full((b, h_kv, pages * page_size, d), np.nan, dtype=x.dtype)
+        padded[:, :, :skv] = x
+        pool = np.empty((b * pages, h_kv, page_size, d), dtype=x.dtype)
+        for i in range(b):
+            for j in range(pages):
+                pool[table[i, j]] = padded[i, :, j * page_size:(j + 1) * page_size]
+        pools.append(pool)
+    return table, pools[0], pools[1]
+
+
 def test_default_stage_choice():
     """stage=None runs a stage that reads what the call needs, and says so when none does."""
     grouped = [n for n, s in FORWARD.items() if s.kv_cache.grouped]
     lens = [n for n, s in FORWARD.items() if s.kv_cache.cache_seqlens]
+    paged = [n for n, s in FORWARD.items() if s.kv_cache.paged]
     assert KV_STAGE in grouped and KV_STAGE in lens
     assert not FORWARD[flashsteps.DEFAULT_STAGE].kv_cache.grouped
-    assert not any(s.kv_cache.paged for s in FORWARD.values())  # 10d: then test the page size
-    q, k, v = cache_inputs(1, 2, 2, 1, 8, 64, "fp16")
-    table = np.zeros((1, 1), dtype=np.int32)
-    with pytest.raises(ValueError, match="no stage of this build reads a paged cache"):
-        flashsteps.attention_with_kvcache(q, k, v, block_table=table)
+    assert not FORWARD[flashsteps.DEFAULT_STAGE].kv_cache.paged
+    # The tree's first stage that reads pages, and the only one of this build.
+    assert paged == [PAGED_STAGE] and not FORWARD[KV_STAGE].kv_cache.paged
+    # stage=None with a block table runs it: the same bits as naming it, and a stage that does
+    # not read pages would have refused the call.
+    q, k, v = cache_inputs(1, 2, 2, 1, 40, 64, "fp16", [33])
+    table, pk, pv = paged_cache(k, v, 16)
+    seqlens = np.array([33], dtype=np.int32)
+    chosen = flashsteps.attention_with_kvcache(q, pk, pv, seqlens, block_table=table)
+    named = flashsteps.attention_with_kvcache(q, pk, pv, seqlens, block_table=table,
+                                              stage=PAGED_STAGE)
+    assert np.array_equal(chosen, named, equal_nan=True)
+    with pytest.raises(ValueError, match=f"{KV_STAGE}: cannot run: {KV_STAGE} reads K/V contig"):
+        flashsteps.attention_with_kvcache(q, pk, pv, seqlens, block_table=table, stage=KV_STAGE)
+
+
+# (B, H, H_kv, Sq, Skv, lengths, page size, causal, dtype): pages of 16 and 32 keys, shorter than
+# a key tile (the shared suite runs 64 and 256 too), a last page partly past Skv, ragged lengths 0,
+# 1, partial and full, GQA and MQA, causal rows that see no key.
+PAGED_CASES = [
+    pytest.param(4, 4, 2, 3, 70, [0, 1, 37, 70], 16, True, "fp16", id="gqa_causal_pages_16"),
+    pytest.param(2, 2, 1, 1, 45, [45, 17], 32, False, "bf16", id="mqa_decode_pages_32_bf16"),
+]
+
+
+@needs_ml_dtypes
+@pytest.mark.parametrize("b, h, h_kv, sq, skv, lens, page, causal, dtype", PAGED_CASES)
+def test_paged_kvcache_matches_the_reference(b, h, h_kv, sq, skv, lens, page, causal, dtype):
+    """A block table on the emulator: the pages of a shuffled pool, read by 10d_paged_kv (the
+    default choice), against the reference on the contiguous cache the pages were cut from."""
+    q, k, v = cache_inputs(b, h, h_kv, sq, skv, 64, dtype, lens)
+    table, pk, pv = paged_cache(k, v, page)
+    assert not np.array_equal(table.ravel(), np.arange(table.size))  # the pages out of order
+    seqlens = np.array(lens, dtype=np.int32)
+    o, lse = flashsteps.attention_with_kvcache(q, pk, pv, seqlens, block_table=table,
+                                               causal=causal, return_lse=True)
+    assert o.shape == q.shape and o.dtype == q.dtype
+    assert check_cache(o, lse, q, k, v, lens, causal, dtype) == []
 
 
 def refused(match, stage=KV_STAGE, h=4, h_kv=2, lens=(3,), lens_dtype=np.int32, table=None,
@@ -139,6 +195,12 @@ REFUSALS = {
         r"\(page_size = 8\)", dict(table=np.array([[0]], dtype=np.int32))),
     "page_index_out_of_range": (r"block_table\[0, 0\] = 1 is outside \[0, 1\)",
                                 dict(table=np.array([[1]], dtype=np.int32))),
+    "page_index_out_of_range_paged_stage": (
+        r"block_table\[0, 0\] = -1 is outside \[0, 1\)",
+        dict(stage=PAGED_STAGE, table=np.array([[-1]], dtype=np.int32))),
+    "page_size_not_a_multiple": (
+        r"page_size = 8: 10d_paged_kv takes pages of a multiple of 16",
+        dict(stage=PAGED_STAGE, table=np.array([[0]], dtype=np.int32))),
     "pool_size": (r"K and V hold 1 pages; .* needs a pool of B \* pages = 2",
                   dict(table=np.array([[0, 0]], dtype=np.int32))),
 }

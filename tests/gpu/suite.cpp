@@ -249,12 +249,26 @@ TEST_CASE("a paged KV cache through a shuffled block table (or refused)") {
   Problem p = decode(3, kLongSeq, 64, DType::fp16, false, 3, 4, k.grouped ? 2 : 0);
   p.page_size = 64 * k.page_multiple;
   if (refused_feature(k.paged, p, "page_size")) return;
+  // A page size that is not a multiple of what the stage takes is refused, naming that multiple.
+  if (k.page_multiple > 1) {
+    Problem bad = p;
+    bad.page_size = k.page_multiple + k.page_multiple / 2;
+    const Support s = check_runnable(stage(), bad, device());
+    INFO(s.reason);
+    CHECK_FALSE(s.ok);
+    CHECK_THAT(s.reason, ContainsSubstring("multiple of " + std::to_string(k.page_multiple)));
+  }
   if (k.cache_seqlens) p.cache_seqlens = {0, 65, static_cast<std::int32_t>(kLongSeq)};
+  // Pages of 1, 4 and 16 times the stage's multiple (16, 64 and 256 keys at a multiple of 16:
+  // shorter than a key tile of 64 or 128, one tile, several tiles), one per case in turn; decode
+  // rows (Sq = 1) without the mask, 16 causal rows with it.
+  int i = 0;
   for (std::int64_t d : {64, 128})
     for (DType t : kDtypes)
       for (bool causal : {false, true}) {
         Problem q = p;
-        q.head_dim = d, q.dtype = t, q.causal = causal;
+        q.head_dim = d, q.dtype = t, q.causal = causal, q.seq_q = causal ? 16 : 1;
+        q.page_size = k.page_multiple * (std::int64_t{1} << (2 * (i++ % 3)));
         check_problem(q, 12);
       }
 }
