@@ -42,14 +42,19 @@
 //  * registers: at most 255 per thread (launch bound of one 128-thread block), no spill.
 //! [prediction]
 //
-// Revised after the first sm_90a build (ptxas, no GPU run; predictions.csv judges the lines above):
-// ptxas gives every variant the 255 registers the launch bound allows and, at D = 128, spills
-// (256-264 bytes of stores per variant; D = 64 does not): dK_j and dV_j (128 accumulators) stay
-// live through the whole walk, and the products' operands, the recompute and the ring's addresses
-// do not fit beside them. Tried here: dQ_i 64 columns at a time (kept), the mask as 32-bit tile
-// bounds (kept: 312-464 bytes before), rolled k-loops (more spill), descriptors recomputed at each
-// use, and Sᵀ and dPᵀ one after the other (no gain). So the "no spill" line fails at D = 128: the
-// registers are the next split's question (the tile, or two warpgroups sharing the keys).
+// Revised after the first sm_90a builds (ptxas, no GPU run; predictions.csv judges the lines
+// above). The first build gave every variant the 255 registers the launch bound allows and, at
+// D = 128, spilled (312-464 bytes of stores per variant; D = 64: 230-234 registers, no spill).
+// Tried then: dQ_i 64 columns at a time (kept), the mask as 32-bit tile bounds (kept: 256-264
+// bytes after it), rolled k-loops (736-756, reverted), descriptors recomputed at each use (no
+// change), Sᵀ and dPᵀ one after the other (272-312, reverted). The SASS (nvdisasm) showed what
+// spilled: not the accumulators but addresses the walk keeps because they do not change from tile
+// to tile — the 16 global and shared addresses of a thread's ring copies (one per 16-byte piece,
+// as 09d computes them) and the 32 swizzled addresses of its dS stores, each reloaded from local
+// memory at every tile. Both are one per-thread base plus constants (load_rows_async(), my_ds):
+// with the copies' base alone fp16 D = 128 spills 24 bytes, with the dS base alone 72, with both
+// none. Now no variant spills: D = 128 uses 240 registers (228 causal), D = 64 182 (191 causal),
+// and ptxas reports no serialized wgmma. The tile stays Br = Bc = 64 with one warpgroup.
 //
 // Limits: compute capability 9.0 exactly (sm_90a: wgmma; launcher.cu refuses other devices);
 // D = 64 and 128, fp16 and bf16, causal or not, any Sq, Skv >= 1; Q, K, V, O and dO 16-byte
@@ -117,20 +122,33 @@ __device__ __forceinline__ int swizzle(int r, int c) {
 // in 07a's swizzled layout (swizzle()), one 16-byte cp.async per thread and step, consecutive
 // threads on consecutive pieces of a row; rows at or past n_rows become zeros, stored by the
 // thread (never read from global memory). The copies join this thread's open commit group.
+// A thread keeps its piece of the row (chunk c) at every step and moves down kRowStep rows, a
+// multiple of 8: the swizzle's r % 8 stays the same, so step s's shared address is step 0's plus
+// s·kRowStep rows and its global address step 0's plus s·kRowStep·D elements. One base address of
+// each side and one row count per thread, the steps as constant offsets: with an address per step,
+// as 09d's copies compute them, ptxas kept 16 of them live through the walk at D = 128.
 template <int kRows, int kD, int kThreads, class T>
 __device__ __forceinline__ void load_rows_async(T* __restrict__ dst, const T* __restrict__ src,
                                                 std::int64_t row0, std::int64_t n_rows,
                                                 Pipeline& pipe) {
   constexpr int kVec = 16 / sizeof(T), kPerRow = kD / kVec;  // 16-byte pieces per row
+  constexpr int kRowStep = kThreads / kPerRow;               // rows one step covers
+  static_assert(kThreads % kPerRow == 0 && kRowStep % 8 == 0 && kRows % kRowStep == 0,
+                "each step moves a whole number of 8-row swizzle atoms down the tile");
+  const int r = static_cast<int>(threadIdx.x) / kPerRow,
+            c = static_cast<int>(threadIdx.x) % kPerRow;
+  T* to = dst + swizzle<kRows>(r, c);
+  const T* from = src + (row0 + r) * kD + c * kVec;
+  // Rows this thread may read: those of its steps before n_rows.
+  const std::int64_t left64 = n_rows - row0 - r;
+  const int left = left64 > kRows ? kRows : static_cast<int>(left64);
 #pragma unroll
-  for (int step = 0; step < kRows * kPerRow / kThreads; ++step) {
-    const int e = step * kThreads + static_cast<int>(threadIdx.x);
-    const int r = e / kPerRow, c = e % kPerRow * kVec;
-    if (row0 + r < n_rows)
-      cuda::memcpy_async(dst + swizzle<kRows>(r, c / kVec), src + (row0 + r) * kD + c,
+  for (int step = 0; step < kRows / kRowStep; ++step) {
+    if (step * kRowStep < left)
+      cuda::memcpy_async(to + step * kRowStep * 64, from + step * kRowStep * kD,
                          cuda::aligned_size_t<16>(16), pipe);
     else
-      *reinterpret_cast<uint4*>(dst + swizzle<kRows>(r, c / kVec)) = make_uint4(0u, 0u, 0u, 0u);
+      *reinterpret_cast<uint4*>(to + step * kRowStep * 64) = make_uint4(0u, 0u, 0u, 0u);
   }
 }
 
@@ -292,6 +310,19 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
   // This lane's keys in the warp's accumulators: rows g and g + 8 of every (16, 8) tile.
   const std::int64_t my_key[2] = {kv0 + key0 + g, kv0 + key0 + g + 8};
 
+  // Where this thread stores its dSᵀ elements in the dS tile: element e of slice n is query r =
+  // 8n + 2t + e % 2 and key key0 + g + 8(e / 2), so row r, chunk 2·warp + e / 2 (a row is the Bc =
+  // 64 keys, one column block), element g of it, swizzled: chunk (2·warp + h) ^ (r % 8) with
+  // r % 8 = 2t + l (h = e / 2, l = e % 2), which is 2(warp ^ t) + (h ^ l). So the address is the
+  // one of n = 0, e = 0 plus 8n + l rows and h ^ l chunks: a base and 32 constants. (Computed
+  // per element, as 09d's stores are, ptxas kept the 32 addresses live through the walk.)
+  T* my_ds = sdS + swizzle<Br>(2 * t, key0 / 8) + g;
+  static_assert(Bc == 64 && Tile::kWarpKeys == 16, "a dS row is one column block; chunk 2·warp");
+  const auto ds_offset = [](int n, int e) {
+    const int h = e / 2, l = e % 2;
+    return (8 * n + l) * 64 + (h ^ l) * 8;
+  };
+
   const int i_first = first_query_tile<Br, kCausal>(kv0, sh);
   const int tr = static_cast<int>((sh.sq + Br - 1) / Br);
   //! [ring]
@@ -406,14 +437,13 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       a_fragment<T>(pa[kk], s_acc, kk);
       a_fragment<T>(dsa[kk], dp_acc, kk);
     }
-    // dS, as the dtype, for dQ: this thread's dSᵀ elements stored transposed (query rows).
+    // dS, as the dtype, for dQ: this thread's dSᵀ elements stored transposed (query rows), at
+    // my_ds plus a constant (ds_offset()).
 #pragma unroll
     for (int n = 0; n < kQN; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = 8 * n + 2 * t + e % 2, key = key0 + g + 8 * (e / 2);
-        sdS[swizzle<Br>(r, key / 8) + key % 8] = from_f32<T>(dp_acc[n][e]);
-      }
+      for (int e = 0; e < 4; ++e)
+        my_ds[ds_offset(n, e)] = from_f32<T>(dp_acc[n][e]);
     ptx::wgmma_fence();  // pa, dsa and (at the first tile) dk_acc, dv_acc: ordinary writes
 #pragma unroll
     for (int kk = 0; kk < kQK; ++kk) {
