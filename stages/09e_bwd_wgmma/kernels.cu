@@ -52,9 +52,10 @@
 // to tile — the 16 global and shared addresses of a thread's ring copies (one per 16-byte piece,
 // as 09d computes them) and the 32 swizzled addresses of its dS stores, each reloaded from local
 // memory at every tile. Both are one per-thread base plus constants (load_rows_async(), my_ds):
-// with the copies' base alone fp16 D = 128 spills 24 bytes, with the dS base alone 72, with both
-// none. Now no variant spills: D = 128 uses 240 registers (228 causal), D = 64 182 (191 causal),
-// and ptxas reports no serialized wgmma. The tile stays Br = Bc = 64 with one warpgroup.
+// with the copies' base alone fp16 D = 128 spills 40 bytes (16 causal), with the dS base alone 72
+// (104 causal), with both none. Now no variant spills: D = 128 uses 227 registers (228 causal),
+// D = 64 184 (191 causal), and ptxas reports no serialized wgmma. The tile stays Br = Bc = 64,
+// one warpgroup.
 //
 // Limits: compute capability 9.0 exactly (sm_90a: wgmma; launcher.cu refuses other devices);
 // D = 64 and 128, fp16 and bf16, causal or not, any Sq, Skv >= 1; Q, K, V, O and dO 16-byte
@@ -132,18 +133,15 @@ __device__ __forceinline__ void load_rows_async(T* __restrict__ dst, const T* __
                                                 std::int64_t row0, std::int64_t n_rows,
                                                 Pipeline& pipe) {
   constexpr int kVec = 16 / sizeof(T), kPerRow = kD / kVec;  // 16-byte pieces per row
-  constexpr int kRowStep = kThreads / kPerRow;               // rows one step covers
-  static_assert(kThreads % kPerRow == 0 && kRowStep % 8 == 0 && kRows % kRowStep == 0,
-                "each step moves a whole number of 8-row swizzle atoms down the tile");
-  const int r = static_cast<int>(threadIdx.x) / kPerRow,
-            c = static_cast<int>(threadIdx.x) % kPerRow;
-  T* to = dst + swizzle<kRows>(r, c);
-  const T* from = src + (row0 + r) * kD + c * kVec;
-  // Rows this thread may read: those of its steps before n_rows.
-  const std::int64_t left64 = n_rows - row0 - r;
-  const int left = left64 > kRows ? kRows : static_cast<int>(left64);
+  constexpr int kRowStep = kThreads / kPerRow;               // rows one step moves down
+  static_assert(kRowStep % 8 == 0, "each step moves down whole 8-row swizzle atoms");
+  const int e = static_cast<int>(threadIdx.x);  // this thread's piece at step 0
+  const int r = e / kPerRow, c = e % kPerRow * kVec;
+  T* to = dst + swizzle<kRows>(r, c / kVec);
+  const T* from = src + (row0 + r) * kD + c;
+  const std::int64_t left = n_rows - row0 - r;  // rows from r on that exist
 #pragma unroll
-  for (int step = 0; step < kRows / kRowStep; ++step) {
+  for (int step = 0; step < kRows * kPerRow / kThreads; ++step) {
     if (step * kRowStep < left)
       cuda::memcpy_async(to + step * kRowStep * 64, from + step * kRowStep * kD,
                          cuda::aligned_size_t<16>(16), pipe);
@@ -318,10 +316,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
   // per element, as 09d's stores are, ptxas kept the 32 addresses live through the walk.)
   T* my_ds = sdS + swizzle<Br>(2 * t, key0 / 8) + g;
   static_assert(Bc == 64 && Tile::kWarpKeys == 16, "a dS row is one column block; chunk 2·warp");
-  const auto ds_offset = [](int n, int e) {
-    const int h = e / 2, l = e % 2;
-    return (8 * n + l) * 64 + (h ^ l) * 8;
-  };
+  const auto ds_at = [](int n, int e) { return (8 * n + e % 2) * 64 + ((e / 2) ^ (e % 2)) * 8; };
 
   const int i_first = first_query_tile<Br, kCausal>(kv0, sh);
   const int tr = static_cast<int>((sh.sq + Br - 1) / Br);
@@ -438,12 +433,12 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       a_fragment<T>(dsa[kk], dp_acc, kk);
     }
     // dS, as the dtype, for dQ: this thread's dSᵀ elements stored transposed (query rows), at
-    // my_ds plus a constant (ds_offset()).
+    // my_ds plus a constant (ds_at()).
 #pragma unroll
     for (int n = 0; n < kQN; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        my_ds[ds_offset(n, e)] = from_f32<T>(dp_acc[n][e]);
+        my_ds[ds_at(n, e)] = from_f32<T>(dp_acc[n][e]);
     ptx::wgmma_fence();  // pa, dsa and (at the first tile) dk_acc, dv_acc: ordinary writes
 #pragma unroll
     for (int kk = 0; kk < kQK; ++kk) {
