@@ -7,8 +7,8 @@
 
 flashsteps_fault(09e_dq_b_not_transposed STAGE 09e_bwd_wgmma
   BREAKS "dQ's B operand K_j is read K-major (imm-tnsp-b = 0) instead of MN-major: its k (the key) runs down the stored rows, so the wgmma multiplies dS by a wrong arrangement of K_j's elements"
-  FROM [=[        wgmma_m64n64k16_ss<T, 1>(regs<32>(dq_acc), desc<Br, false>(sdS, kc),]=]
-  TO   [=[        wgmma_m64n64k16_ss<T, 0>(regs<32>(dq_acc), desc<Br, false>(sdS, kc),]=]
+  FROM [=[        wgmma_m64n64k16_ss<T, 1>(regs<32>(dq_acc), desc<false, Br>(sdS, kc),]=]
+  TO   [=[        wgmma_m64n64k16_ss<T, 0>(regs<32>(dq_acc), desc<false, Br>(sdS, kc),]=]
   EXPECT "dQ max err [^|]*FAIL"
   TESTS "a non-default softmax scale")
 

@@ -251,7 +251,7 @@ __device__ __forceinline__ float (&regs(float (&acc)[kN][4]))[kR] {
 // stored rows: column block kk / 4, + 32 bytes per step inside it) or MN-major (k down the stored
 // rows: rows 16 kk .., the next 64 columns one column block further, the leading byte offset).
 // The stride byte offset is one atom, the next 8 rows, in both (ptx.cuh, wgmma_desc_sw128).
-template <int kRows, bool kMnMajor, class T>
+template <bool kMnMajor, int kRows, class T>
 __device__ __forceinline__ std::uint64_t desc(const T* tile, int kk) {
   constexpr std::uint32_t kBlock = kRows * 128;  // bytes of one (kRows, 64) column block
   const std::uint32_t at = kMnMajor ? kk * 16 * 128 : (kk / 4) * kBlock + (kk % 4) * 32;
@@ -380,9 +380,9 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     ptx::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kDK; ++kk) {  // k = d, 16 at a time: m64n64k16, all K-major
-      wgmma_m64n64k16_ss<T, 0>(regs<32>(s_acc), desc<Bc, false>(sK, kk), desc<Br, false>(sQ, kk),
+      wgmma_m64n64k16_ss<T, 0>(regs<32>(s_acc), desc<false, Bc>(sK, kk), desc<false, Br>(sQ, kk),
                                kk > 0);
-      wgmma_m64n64k16_ss<T, 0>(regs<32>(dp_acc), desc<Bc, false>(sV, kk), desc<Br, false>(sdO, kk),
+      wgmma_m64n64k16_ss<T, 0>(regs<32>(dp_acc), desc<false, Bc>(sV, kk), desc<false, Br>(sdO, kk),
                                kk > 0);
     }
     ptx::wgmma_commit_group();
@@ -443,11 +443,11 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
 #pragma unroll
     for (int kk = 0; kk < kQK; ++kk) {
       if constexpr (D == 64) {
-        ptx::wgmma_m64n64k16_rs<T>(regs<32>(dv_acc), pa[kk], desc<Br, true>(sdO, kk), 1);
-        ptx::wgmma_m64n64k16_rs<T>(regs<32>(dk_acc), dsa[kk], desc<Br, true>(sQ, kk), 1);
+        ptx::wgmma_m64n64k16_rs<T>(regs<32>(dv_acc), pa[kk], desc<true, Br>(sdO, kk), 1);
+        ptx::wgmma_m64n64k16_rs<T>(regs<32>(dk_acc), dsa[kk], desc<true, Br>(sQ, kk), 1);
       } else {
-        ptx::wgmma_m64n128k16_rs<T>(regs<64>(dv_acc), pa[kk], desc<Br, true>(sdO, kk), 1);
-        ptx::wgmma_m64n128k16_rs<T>(regs<64>(dk_acc), dsa[kk], desc<Br, true>(sQ, kk), 1);
+        ptx::wgmma_m64n128k16_rs<T>(regs<64>(dv_acc), pa[kk], desc<true, Br>(sdO, kk), 1);
+        ptx::wgmma_m64n128k16_rs<T>(regs<64>(dk_acc), dsa[kk], desc<true, Br>(sQ, kk), 1);
       }
     }
     ptx::wgmma_commit_group();
@@ -480,8 +480,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       ptx::wgmma_fence();
 #pragma unroll
       for (int kc = 0; kc < Tile::kCK; ++kc)  // k = key, 16 at a time; B = K_j's column block h
-        wgmma_m64n64k16_ss<T, 1>(regs<32>(dq_acc), desc<Br, false>(sdS, kc),
-                                 desc<Bc, true>(sK + h * Bc * 64, kc), kc > 0);
+        wgmma_m64n64k16_ss<T, 1>(regs<32>(dq_acc), desc<false, Br>(sdS, kc),
+                                 desc<true, Bc>(sK + h * Bc * 64, kc), kc > 0);
       ptx::wgmma_commit_group();
       ptx::wgmma_wait_group<0>();
       ptx::wgmma_fence_operand(regs<32>(dq_acc));
