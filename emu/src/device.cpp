@@ -318,6 +318,13 @@ std::uint64_t compare_exchange(void* p, std::uint32_t size, std::uint64_t expect
                 })
           : update<std::uint64_t>(p, [&](std::uint64_t o) { return o == expected ? desired : o; });
   if (acquires(order)) sanitize::acquire(p);
+  if (old != (expected & mask)) {
+    // A failed compare-and-swap is a poll too (a spin lock retries it): if it found what the
+    // thread's last look at the word found, the thread waits until the word changes, and the
+    // compare-and-swap fails with what it found.
+    poll_unchanged(p, size, old, pc);
+    return old;
+  }
   if (releases(order)) yield_after_release();
   return old;
 }

@@ -115,6 +115,7 @@ struct Block {
 
 Block* g_block = nullptr;
 std::vector<Block*>* g_parked = nullptr;  // the launch's parked blocks (run_grid)
+std::mt19937_64* g_rng = nullptr;         // the launch's draws (run_grid)
 
 // Stacks are reused across blocks and launches (mapping 384 fresh guarded stacks per block
 // would dominate small blocks). Each has a guard page, so an overflow faults instead of
@@ -636,13 +637,16 @@ void start_block(Block& b, const std::function<void()>& body, std::mt19937_64& r
 }
 
 Step step_block(Block& b) {
-  const std::vector<int>& order = b.order;
-  const std::vector<std::size_t>& segment = b.segment;
-  std::size_t& from = b.from;
-  int& live = b.live;
+  // Kept in locals while the block runs (the scan below is the emulator's hottest loop), and
+  // stored back into the block when it is parked.
+  const int* const order = b.order.data();
+  const std::size_t* const segment = b.segment.data();
+  const std::size_t positions = b.order.size();
+  std::size_t from = b.from;
+  int live = b.live;
   while (live > 0 && b.failure.empty()) {
     bool progress = false;
-    for (std::size_t k = from; k < order.size(); ++k) {
+    for (std::size_t k = from; k < positions; ++k) {
       const int i = order[k];
       Thread& t = *b.threads[static_cast<std::size_t>(i)];
       if (t.done) continue;
@@ -683,6 +687,8 @@ Step step_block(Block& b) {
       if (t.yielding) {  // it released a word a parked block waits on: either may run next
         t.yielding = false;
         b.yielded = true;
+        b.from = from;
+        b.live = live;
         return Step::parked;
       }
       break;
@@ -693,7 +699,11 @@ Step step_block(Block& b) {
     }
     if (!progress && b.failure.empty()) {
       for (const auto& t : b.threads)  // a thread polls global memory: another block may change it
-        if (!t->done && t->polling) return Step::parked;
+        if (!t->done && t->polling) {
+          b.from = from;
+          b.live = live;
+          return Step::parked;
+        }
       std::ostringstream s;
       s << "deadlock: every live thread of the block waits and nothing it waits for can happen";
       s << thread_waits(b, "\n  ");
@@ -834,7 +844,9 @@ void yield_after_release() {
   bool wakes = false;
   for (const Block* p : *g_parked)
     wakes = wakes || woken(*p);
-  if (!wakes) return;
+  // Whether the releasing block goes on or steps aside (and the drawn order then picks which of
+  // it and the blocks it woke runs next) is drawn: either may happen on the GPU.
+  if (!wakes || ((*g_rng)() & 1) == 0) return;
   current().yielding = true;
   suspend();
 }
@@ -921,6 +933,7 @@ std::string run_grid(const LaunchConfig& config, const std::function<void()>& bo
   std::uint64_t next = 0, resident = 0;
   std::vector<Block*> parked;
   g_parked = &parked;
+  g_rng = &rng;
 
 #if defined(FSEMU_ASAN)
   static const bool callback_set = [] {
@@ -1000,6 +1013,7 @@ std::string run_grid(const LaunchConfig& config, const std::function<void()>& bo
   progress.end();
   g_block = nullptr;
   g_parked = nullptr;
+  g_rng = nullptr;
   if (!failure.empty()) {
     failure = "fsemu: " + failure;
     std::fprintf(stderr, "%s\n", failure.c_str());

@@ -6,6 +6,7 @@
 //   1. an fp32 sum added in semaphore order is bit-identical under every schedule, and the same
 //      adds without the semaphore are not; the check of races between blocks lets the
 //      semaphore's atomics meet, and still reports a plain access that only the semaphore orders;
+//      a spin lock's failed compare-and-swap is a poll;
 //   2. a wait nothing can satisfy is reported as a deadlock naming the block, the word and its
 //      value: a semaphore nobody releases, and a block that waits on one that cannot become
 //      resident while it waits (the same wait with every block resident runs);
@@ -125,6 +126,34 @@ TEST_CASE("semaphore between blocks: a plain load it orders is still a race for 
   fsemu_test::Buffer<float> out(4, -1.0f);
   CHECK_THAT(launch(plain_after_acquire_kernel, dim3(4), 32, 0, acc.p, sem.p, out.p),
              ContainsSubstring("a race between blocks"));
+}
+
+// A spin lock: block 0 takes it and waits for block 1's flag; block 1 sets the flag and takes the
+// lock. Under the schedules where block 1 goes on after its release, its compare-and-swap fails
+// while block 0 holds the lock: a failed compare-and-swap that finds what the last one found is a
+// poll, so block 1 is parked and block 0 runs (a spin on it would never end).
+__global__ void spin_lock_kernel(int* lock, int* flag, int* taken) {
+  if (threadIdx.x != 0) return;
+  const Semaphore l(*lock);
+  if (blockIdx.x == 1) release(flag, 1);
+  for (int expected = 0; !l.compare_exchange_strong(expected, 1, cuda::memory_order_acquire);
+       expected = 0) {
+  }
+  atomicAdd(taken, 1);
+  if (blockIdx.x == 0) wait_for(flag, 1);
+  l.store(0, cuda::memory_order_release);
+}
+
+TEST_CASE("semaphore between blocks: a spin lock's failed compare-and-swap is a poll") {
+  const SeedScope restore;
+  for (std::uint64_t seed = 1; seed <= 16; ++seed) {  // seed 10 makes block 1 meet the lock held
+    CAPTURE(seed);
+    fsemu::set_schedule_seed(seed);
+    fsemu_test::Buffer<int> lock(1, 0), flag(1, 0), taken(1, 0);
+    CHECK(launch(spin_lock_kernel, dim3(2), 32, 0, lock.p, flag.p, taken.p).empty());
+    CHECK(taken.read()[0] == 2);
+    CHECK(lock.read()[0] == 0);
+  }
 }
 
 // ---- 2. waits that nothing satisfies ------------------------------------------------------------
