@@ -222,6 +222,8 @@ class Blocks final : public events::Observer {
     g_window_bytes = w.size;
   }
   void block_end() override { g_in_block = false; }
+  void block_park(const events::Block&) override { g_in_block = false; }
+  void block_resume(const events::Block& b) override { block_begin(b); }
 };
 Blocks g_blocks;
 
