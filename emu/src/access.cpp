@@ -39,6 +39,14 @@ void detach(int handle) {
   --detail::g_count;
 }
 
+void skip_reads(int handle, int slot, const void* begin, std::size_t bytes) {
+  for (int i = 0; i < detail::g_count; ++i)
+    if (detail::g_observers[i].handle == handle) {
+      detail::g_observers[i].skip_begin[slot] = reinterpret_cast<std::uintptr_t>(begin);
+      detail::g_observers[i].skip_bytes[slot] = bytes;
+    }
+}
+
 bool instrumented() {
   return detail::g_instrumented;
 }

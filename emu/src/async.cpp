@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "fsemu/access.hpp"
@@ -358,6 +359,19 @@ class InFlightChecks final : public events::Observer {
   void thread_exit() override;
   void block_exit() override;
   void block_end() override { g_block_reduces = 0; }
+  void block_park(const events::Block& b) override {
+    parked_[b.key()] = g_block_reduces;
+    g_block_reduces = 0;
+  }
+  void block_resume(const events::Block& b) override {
+    const auto it = parked_.find(b.key());
+    if (it == parked_.end()) return;
+    g_block_reduces = it->second;
+    parked_.erase(it);
+  }
+
+ private:
+  std::map<std::uint64_t, std::size_t> parked_;  // g_block_reduces of the parked blocks
 };
 InFlightChecks g_in_flight_checks;
 

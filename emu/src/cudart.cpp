@@ -14,6 +14,7 @@
 #include <map>
 #include <string>
 
+#include "device_limits.hpp"
 #include "fsemu/async.hpp"
 #include "fsemu/launch.hpp"
 #include "fsemu/model/tma.hpp"
@@ -24,7 +25,7 @@
 
 namespace {
 
-constexpr int kSmCount = 8;
+using fsemu::device_limits::kSmCount;
 constexpr std::size_t kSmemOptin = 227 * 1024;  // H100: 232,448 bytes per block with opt-in
 constexpr std::size_t kSmemDefault = 48 * 1024;
 constexpr std::size_t kGlobalMem = std::size_t{16} << 30;  // what this emulated device offers
@@ -118,8 +119,8 @@ cudaError_t cudaGetDeviceProperties_v2(cudaDeviceProp* prop, int device) {
   prop->totalGlobalMem = kGlobalMem;
   prop->sharedMemPerBlock = kSmemDefault;
   prop->sharedMemPerBlockOptin = kSmemOptin;
-  prop->sharedMemPerMultiprocessor = 228 * 1024;
-  prop->maxThreadsPerMultiProcessor = 2048;
+  prop->sharedMemPerMultiprocessor = fsemu::device_limits::kSmemPerSm;
+  prop->maxThreadsPerMultiProcessor = fsemu::device_limits::kThreadsPerSm;
   prop->maxThreadsPerBlock = 1024;
   prop->warpSize = 32;
   prop->regsPerBlock = 65536;

@@ -12,6 +12,7 @@
 #include "fsemu/device.hpp"
 #include "fsemu/model/tensor_core.hpp"
 #include "fsemu/ptx.hpp"
+#include "fsemu/sync.hpp"
 #include "fsemu/wmma.hpp"
 #include "lifetime.hpp"
 #include "profile.hpp"
@@ -189,6 +190,147 @@ unsigned long long atomic_add(unsigned long long* p, unsigned long long v) {
   return atomic_rmw(p, __builtin_return_address(0),
                     [v](unsigned long long old) { return old + v; });
 }
+
+// ---------------------------------------------------------------------------------------------
+// cuda::atomic_ref (fsemu/sync.hpp, emu/shim/cuda/atomic): loads, stores and read-modify-writes
+// with a memory order on 4- and 8-byte words. Each is one atomic access for the access observers
+// at the kernel's line (the shim's methods are always inlined, so the return address here is the
+// kernel's); a load is also a poll (poll_unchanged, scheduler.cpp). Acquire and release are
+// happens-before edges through the word (sanitize.hpp); memory itself is sequentially consistent.
+namespace sync {
+namespace {
+
+void check_word(const void* p, std::uint32_t size, const char* what) {
+  if (size != 4 && size != 8)
+    fault(std::string(what) + " of " + std::to_string(size) +
+          " bytes (the emulator's cuda::atomic_ref takes 4- and 8-byte words)");
+  if (reinterpret_cast<std::uintptr_t>(p) % size != 0)
+    fault(std::string(what) + " of " + std::to_string(size) + " bytes at " +
+          hex(reinterpret_cast<std::uintptr_t>(p)) + ": the address is not " +
+          std::to_string(size) + "-byte aligned (misaligned address on the GPU)");
+}
+bool acquires(Order o) {
+  return o == Order::acquire || o == Order::acq_rel || o == Order::seq_cst;
+}
+bool releases(Order o) {
+  return o == Order::release || o == Order::acq_rel || o == Order::seq_cst;
+}
+void observe([[maybe_unused]] const void* p, [[maybe_unused]] std::uint32_t size,
+             [[maybe_unused]] bool write, [[maybe_unused]] const void* pc) {
+#if !defined(FSEMU_TSAN)
+  if (access::detail::g_count)
+    access::detail::dispatch(const_cast<void*>(p), size, write, true, pc);
+#endif
+}
+std::uint64_t read_word(const void* p, std::uint32_t size) {
+  return size == 4 ? __atomic_load_n(static_cast<const std::uint32_t*>(p), __ATOMIC_SEQ_CST)
+                   : __atomic_load_n(static_cast<const std::uint64_t*>(p), __ATOMIC_SEQ_CST);
+}
+template <class W>
+std::uint64_t apply(Op op, bool is_signed, W old, W v) {
+  using S = std::make_signed_t<W>;
+  switch (op) {
+    case Op::add:
+      return static_cast<W>(old + v);
+    case Op::exchange:
+      return v;
+    case Op::min:
+      return is_signed ? static_cast<W>(std::min(static_cast<S>(old), static_cast<S>(v)))
+                       : std::min(old, v);
+    case Op::max:
+      return is_signed ? static_cast<W>(std::max(static_cast<S>(old), static_cast<S>(v)))
+                       : std::max(old, v);
+    case Op::and_:
+      return old & v;
+    case Op::or_:
+      return old | v;
+    case Op::xor_:
+      return old ^ v;
+  }
+  return old;
+}
+template <class W, class F>
+std::uint64_t update(void* p, F&& next) {
+  W* w = static_cast<W*>(p);
+  W old = __atomic_load_n(w, __ATOMIC_RELAXED);
+  while (!__atomic_compare_exchange_n(w, &old, static_cast<W>(next(old)), false, __ATOMIC_SEQ_CST,
+                                      __ATOMIC_RELAXED)) {
+  }
+  return old;
+}
+
+}  // namespace
+
+std::uint64_t load(const void* p, std::uint32_t size, Order order) {
+  const void* pc = __builtin_return_address(0);
+  check_word(p, size, "cuda::atomic_ref load");
+  for (;;) {
+    observe(p, size, false, pc);
+    const std::uint64_t v = read_word(p, size);
+    if (acquires(order)) sanitize::acquire(p);
+    if (!poll_unchanged(p, size, v, pc)) return v;
+  }
+}
+void store(void* p, std::uint32_t size, std::uint64_t value, Order order) {
+  const void* pc = __builtin_return_address(0);
+  check_word(p, size, "cuda::atomic_ref store");
+  if (releases(order)) sanitize::release(p);
+  observe(p, size, true, pc);
+  if (size == 4)
+    __atomic_store_n(static_cast<std::uint32_t*>(p), static_cast<std::uint32_t>(value),
+                     __ATOMIC_SEQ_CST);
+  else
+    __atomic_store_n(static_cast<std::uint64_t*>(p), value, __ATOMIC_SEQ_CST);
+  if (releases(order)) yield_after_release();
+}
+std::uint64_t rmw(void* p, std::uint32_t size, bool is_signed, Op op, std::uint64_t value,
+                  Order order) {
+  const void* pc = __builtin_return_address(0);
+  check_word(p, size, "cuda::atomic_ref read-modify-write");
+  if (releases(order)) sanitize::release(p);
+  observe(p, size, true, pc);
+  const std::uint64_t old =
+      size == 4 ? update<std::uint32_t>(p,
+                                        [&](std::uint32_t o) {
+                                          return apply<std::uint32_t>(
+                                              op, is_signed, o, static_cast<std::uint32_t>(value));
+                                        })
+                : update<std::uint64_t>(p, [&](std::uint64_t o) {
+                    return apply<std::uint64_t>(op, is_signed, o, value);
+                  });
+  if (acquires(order)) sanitize::acquire(p);
+  if (releases(order)) yield_after_release();
+  return old;
+}
+std::uint64_t compare_exchange(void* p, std::uint32_t size, std::uint64_t expected,
+                               std::uint64_t desired, Order order) {
+  const void* pc = __builtin_return_address(0);
+  check_word(p, size, "cuda::atomic_ref compare_exchange");
+  if (releases(order)) sanitize::release(p);
+  observe(p, size, true, pc);
+  const std::uint64_t mask = size == 4 ? 0xffffffffULL : ~0ULL;
+  const std::uint64_t old =
+      size == 4
+          ? update<std::uint32_t>(
+                p,
+                [&](std::uint32_t o) {
+                  return o == (expected & mask) ? static_cast<std::uint32_t>(desired) : o;
+                })
+          : update<std::uint64_t>(p, [&](std::uint64_t o) { return o == expected ? desired : o; });
+  if (acquires(order)) sanitize::acquire(p);
+  if (old != (expected & mask)) {
+    // A failed compare-and-swap is a poll too (a spin lock retries it): if it found what the
+    // thread's last look at the word found, the thread waits until the word changes, and the
+    // compare-and-swap fails with what it found.
+    poll_unchanged(p, size, old, pc);
+    return old;
+  }
+  if (releases(order)) yield_after_release();
+  return old;
+}
+void nanosleep(unsigned) {}
+
+}  // namespace sync
 
 // ---------------------------------------------------------------------------------------------
 // WMMA m16n16k16 (emu/shim/mma.h): lane l holds logical elements 8l .. 8l+7 (row-major).

@@ -53,6 +53,12 @@ void block_exit() {
 void block_end() {
   publish([](Observer& o) { o.block_end(); });
 }
+void block_park(const Block& block) {
+  publish([&](Observer& o) { o.block_park(block); });
+}
+void block_resume(const Block& block) {
+  publish([&](Observer& o) { o.block_resume(block); });
+}
 void barrier(const Barrier& barrier) {
   publish([&](Observer& o) { o.barrier(barrier); });
 }

@@ -79,13 +79,41 @@ Allocation* find(std::uintptr_t x) {
   return al;
 }
 
+void stop_skipping();
+
 void forget_recent() {
+  stop_skipping();
   std::fill(g_recent, g_recent + 4, nullptr);
   g_lowest = g_allocations.empty() ? 0 : g_allocations.front()->begin;
   std::uintptr_t highest = g_lowest;
   for (const auto& al : g_allocations)
     highest = std::max(highest, al->end);
   g_span = highest - g_lowest;
+}
+
+// The allocations whose reads the observer skips (access::skip_reads), the last ones read that
+// this launch has not written. An allocation's first write, the launch's start and any
+// allocation or free end the skip.
+const Allocation* g_skipping[access::kSkipSlots] = {};
+int g_next_slot = 0;
+void stop_skipping() {
+  for (int i = 0; i < access::kSkipSlots; ++i) {
+    g_skipping[i] = nullptr;
+    if (g_observer >= 0) access::skip_reads(g_observer, i, nullptr, 0);
+  }
+}
+void skip(const Allocation* al) {
+  const int i = g_next_slot;
+  g_next_slot = (g_next_slot + 1) % access::kSkipSlots;
+  g_skipping[i] = al;
+  access::skip_reads(g_observer, i, reinterpret_cast<const void*>(al->begin), al->end - al->begin);
+}
+void unskip(const Allocation* al) {
+  for (int i = 0; i < access::kSkipSlots; ++i)
+    if (g_skipping[i] == al) {
+      g_skipping[i] = nullptr;
+      access::skip_reads(g_observer, i, nullptr, 0);
+    }
 }
 
 std::string hex(std::uint64_t v) {
@@ -148,7 +176,11 @@ void on_access(void*, const access::Access& a) {
   if (!al) return;  // shared memory, the thread's stack, host memory
   const std::uint8_t kind = a.atomic ? kAtomic : a.write ? kWrite : kRead;
   if (al->written != g_epoch) {
-    if (kind == kRead) return;
+    if (kind == kRead) {  // and so are the allocation's other reads until it is written
+      skip(al);
+      return;
+    }
+    unskip(al);
     al->written = g_epoch;
     if (al->cells.empty()) al->cells.resize((al->end - al->begin + kGrain - 1) / kGrain);
   }
@@ -190,6 +222,8 @@ class Blocks final : public events::Observer {
     g_window_bytes = w.size;
   }
   void block_end() override { g_in_block = false; }
+  void block_park(const events::Block&) override { g_in_block = false; }
+  void block_resume(const events::Block& b) override { block_begin(b); }
 };
 Blocks g_blocks;
 
@@ -228,6 +262,7 @@ void launch_begin(unsigned gx, unsigned gy, unsigned gz) {
   g_grid[1] = gy;
   g_grid[2] = gz;
   g_reported = false;
+  stop_skipping();
   g_sites.assign(1, nullptr);
   g_site_index.clear();
   static const bool subscribed = (events::subscribe(&g_blocks), true);  // for the program

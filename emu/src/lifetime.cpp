@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "fsemu/access.hpp"
@@ -154,10 +156,38 @@ class SchedulerEvents final : public events::Observer {
 };
 SchedulerEvents g_events;
 
+// A parked block's tracking waits aside until it resumes (fsemu/events.hpp): its observers are
+// detached meanwhile, so the blocks that run in between are not tracked as its. Subscribed from
+// the first wgmma on, for the program.
+class Parking final : public events::Observer {
+ public:
+  void block_park(const events::Block& b) override {
+    if (!g_state) return;
+    access::detach(g_state->observer);
+    g_state->observer = -1;
+    events::unsubscribe(&g_events);
+    parked_[b.key()] = std::exchange(g_state, nullptr);
+  }
+  void block_resume(const events::Block& b) override {
+    const auto it = parked_.find(b.key());
+    if (it == parked_.end()) return;
+    g_state = it->second;
+    parked_.erase(it);
+    g_state->observer = access::attach(on_access, nullptr);
+    events::subscribe(&g_events);
+  }
+
+ private:
+  std::map<std::uint64_t, State*> parked_;
+};
+Parking g_parking;
+
 }  // namespace
 
 std::uint32_t begin_wgmma(int warpgroup, int n, bool a_shared, const void* pc) {
   if (!g_state) {
+    static const bool parking = (events::subscribe(&g_parking), true);
+    (void)parking;
     g_state = new State;
     g_state->window_bytes = shared_window().size;
     g_state->observer = access::attach(on_access, nullptr);

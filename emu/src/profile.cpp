@@ -505,11 +505,24 @@ class SchedulerEvents final : public events::Observer {
  public:
   void block_begin(const events::Block& b) override { profile::block_begin(b.threads); }
   void block_end() override { profile::block_end(); }
+  // A parked block's lane groups wait aside until it resumes (fsemu/events.hpp).
+  void block_park(const events::Block& b) override {
+    if (g_on) parked_[b.key()] = std::exchange(g_block, BlockState{});
+  }
+  void block_resume(const events::Block& b) override {
+    const auto it = parked_.find(b.key());
+    if (it == parked_.end()) return;
+    g_block = std::move(it->second);
+    parked_.erase(it);
+  }
   void barrier(const events::Barrier& b) override {
     sync(b.site, b.arrive ? Sync::bar_arrive : b.all ? Sync::bar_sync : Sync::bar_named_sync);
   }
   void block_converged() override { profile::block_converged(); }
   void warp_converged(int warp) override { profile::warp_converged(warp); }
+
+ private:
+  std::map<std::uint64_t, BlockState> parked_;
 };
 SchedulerEvents g_events;
 

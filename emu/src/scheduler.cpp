@@ -13,11 +13,16 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <set>
 #include <sstream>
 #include <vector>
 
+#include "device_limits.hpp"
+#include "fsemu/access.hpp"
 #include "fsemu/events.hpp"
 #include "fsemu/progress.hpp"
+#include "fsemu/seed.hpp"
+#include "fsemu/sync.hpp"
 #include "sanitize.hpp"
 #if defined(FSEMU_ASAN)
 #include <sanitizer/asan_interface.h>
@@ -42,6 +47,18 @@ struct Thread {
   const std::uint64_t* watch = nullptr;  // it waits until *watch != watch_value (a generation)
   std::uint64_t watch_value = 0;
   std::function<std::string()> what;
+  // Polls (fsemu/sync.hpp): the words the thread loaded atomically and what it found, the latest
+  // last; while `polling`, it waits until poll_wait's word differs from the value recorded.
+  struct Polled {
+    const void* addr;
+    std::uint32_t size;
+    std::uint64_t value;
+    const void* pc;
+  };
+  std::vector<Polled> polled;
+  Polled poll_wait{};
+  bool polling = false;
+  bool yielding = false;        // it released a word a parked block polls: its block steps aside
   bctx::stack_context stack{};  // its fiber's stack (the sanitizer builds announce switches to it)
 #if defined(FSEMU_ASAN)
   void* fake_stack = nullptr;  // ASan's fake stack of the thread while it is switched out
@@ -86,9 +103,19 @@ struct Block {
   std::string failure;                              // set by the first fault
   std::size_t dynamic_offset = kDynamicSmemOffset;  // where the dynamic shared memory starts
   char exit_sync = 0;  // TSan: every thread's exit happens before the block's end
+  // Where its scheduling stands (run_block), kept while the block is parked.
+  std::uint64_t linear = 0;  // its linear index in the grid
+  std::size_t slot = 0;      // which of the launch's Block objects it is (TSan fibers)
+  std::vector<int> order;    // the threads in the drawn warp order
+  std::vector<std::size_t> segment;
+  std::size_t from = 0;
+  int live = 0;
+  bool yielded = false;  // parked by a release (yield_after_release), not by its polls
 };
 
 Block* g_block = nullptr;
+std::vector<Block*>* g_parked = nullptr;  // the launch's parked blocks (run_grid)
+std::mt19937_64* g_rng = nullptr;         // the launch's draws (run_grid)
 
 // Stacks are reused across blocks and launches (mapping 384 fresh guarded stacks per block
 // would dominate small blocks). Each has a guard page, so an overflow faults instead of
@@ -282,6 +309,45 @@ void wait_until(const std::function<bool()>& ready, const std::function<std::str
 }
 
 namespace {
+std::uint64_t word_at(const void* p, std::uint32_t size) {
+  std::uint64_t v = 0;
+  std::memcpy(&v, p, size);
+  return v;
+}
+std::string poll_what(const Thread::Polled& p) {
+  std::ostringstream s;
+  s << "polls the " << p.size << " bytes at 0x" << std::hex
+    << reinterpret_cast<std::uintptr_t>(p.addr) << std::dec << " (at " << access::describe_pc(p.pc)
+    << "), which hold " << p.value << " and have not changed since its last load of them";
+  return s.str();
+}
+}  // namespace
+
+bool poll_unchanged(const void* p, std::uint32_t size, std::uint64_t value, const void* pc) {
+  Thread& t = current();
+  constexpr std::size_t kPolled = 4;  // words remembered per thread
+  for (Thread::Polled& e : t.polled) {
+    if (e.addr != p || e.size != size) continue;
+    e.pc = pc;
+    if (e.value != value) {
+      e.value = value;
+      return false;
+    }
+    // The same value again: the thread spins on the word. It waits until the word changes; its
+    // block is parked when nothing else in it can run (run_block).
+    t.poll_wait = e;
+    t.polling = true;
+    wait_until([&t] { return word_at(t.poll_wait.addr, t.poll_wait.size) != t.poll_wait.value; },
+               [&t] { return poll_what(t.poll_wait); });
+    t.polling = false;
+    return true;
+  }
+  if (t.polled.size() == kPolled) t.polled.erase(t.polled.begin());
+  t.polled.push_back(Thread::Polled{p, size, value, pc});
+  return false;
+}
+
+namespace {
 // Suspends the calling thread until *word changes from `value`: the scheduler checks the word
 // itself, without calling a predicate (barriers and collectives, the most frequent waits).
 void wait_for_change(const std::uint64_t* word, std::uint64_t value,
@@ -427,18 +493,56 @@ void collective(Scope scope, std::uint32_t mask, const char* what, void* my_args
   sanitize::acquire(sync);
 }
 
-std::uint64_t schedule_seed() {
-  static const std::uint64_t seed = [] {
+namespace {
+std::uint64_t& seed_value() {
+  static std::uint64_t seed = [] {
     const char* s = std::getenv("FSEMU_SEED");
     return s ? std::strtoull(s, nullptr, 0) : 0x5eedULL;
   }();
   return seed;
 }
+}  // namespace
+std::uint64_t schedule_seed() {
+  return seed_value();
+}
+void set_schedule_seed(std::uint64_t seed) {
+  seed_value() = seed;
+}
 
 namespace {
 
-// Runs one block to completion; returns false (with b.failure set) if it failed.
-bool run_block(Block& b, const std::function<void()>& body, std::mt19937_64& rng) {
+// What each thread of a block waits on, one line per group of threads with the same wait
+// (consecutive thread ranges), each line starting with `indent` (for a deadlock report).
+std::string thread_waits(const Block& b, const char* indent) {
+  std::ostringstream s;
+  std::string last;
+  int from = -1, to = -1;
+  auto flush = [&] {
+    if (from >= 0) s << indent << "threads " << from << ".." << to << ": " << last;
+  };
+  const int n = static_cast<int>(b.threads.size());
+  for (int i = 0; i < n; ++i) {
+    const Thread& t = *b.threads[static_cast<std::size_t>(i)];
+    const std::string w = t.done ? std::string("exited") : t.what();
+    if (w == last && to == i - 1) {
+      to = i;
+      continue;
+    }
+    flush();
+    last = w;
+    from = to = i;
+  }
+  flush();
+  return s.str();
+}
+
+// A block's run, in three parts: start_block makes its threads and draws its warp order;
+// step_block runs them until every thread has exited, the block has failed, or every live thread
+// waits and one of them polls global memory (the block is parked: run_grid runs another block
+// and steps this one again once the word has changed); finish_block ends it.
+enum class Step { done, parked };
+
+void start_block(Block& b, const std::function<void()>& body, std::mt19937_64& rng) {
   const dim3 bd = b.config.block;
   const int n = static_cast<int>(bd.x * bd.y * bd.z);
   b.threads.clear();
@@ -456,8 +560,11 @@ bool run_block(Block& b, const std::function<void()>& body, std::mt19937_64& rng
     Thread* self_ptr = t.get();
 #if defined(FSEMU_TSAN)
     // TSan fibers are kept for the process (creating and destroying one per thread of every
-    // block costs more than the block): thread i of each block is fiber i, renamed.
-    static std::vector<void*> tsan_fibers;
+    // block costs more than the block): thread i of each block is fiber i, renamed, of the set
+    // of the launch's Block object that runs it (blocks that wait on each other are alive at once).
+    static std::vector<std::vector<void*>> tsan_sets;
+    if (tsan_sets.size() <= b.slot) tsan_sets.resize(b.slot + 1);
+    std::vector<void*>& tsan_fibers = tsan_sets[b.slot];
     if (tsan_fibers.size() <= static_cast<std::size_t>(i))
       tsan_fibers.push_back(__tsan_create_fiber(0));
     t->tsan_fiber = tsan_fibers[static_cast<std::size_t>(i)];
@@ -504,11 +611,13 @@ bool run_block(Block& b, const std::function<void()>& body, std::mt19937_64& rng
 
   // Warps start in a drawn order (lanes in order within a warp): a kernel that lacks a barrier
   // between one warp's writes and another's reads sees the poison in shared memory.
-  std::vector<int> order;
+  std::vector<int>& order = b.order;
+  order.clear();
   std::vector<int> warp_order(static_cast<std::size_t>(nwarps));
   std::iota(warp_order.begin(), warp_order.end(), 0);
   std::shuffle(warp_order.begin(), warp_order.end(), rng);
-  std::vector<std::size_t> segment;  // for each position in `order`, where its warp starts
+  std::vector<std::size_t>& segment = b.segment;  // for each position in `order`, its warp's start
+  segment.clear();
   for (int w : warp_order) {
     const std::size_t start = order.size();
     for (int l = 0; l < 32 && w * 32 + l < n; ++l) {
@@ -523,11 +632,21 @@ bool run_block(Block& b, const std::function<void()>& body, std::mt19937_64& rng
   // between two block-wide synchronisations every warp runs alone, as far ahead of the others
   // as the kernel allows, and a missing barrier shows: the warp that runs ahead reads another
   // warp's data before it is written (poison), or overwrites data another warp has yet to read.
-  std::size_t from = 0;
-  int live = n;
+  b.from = 0;
+  b.live = n;
+}
+
+Step step_block(Block& b) {
+  // Kept in locals while the block runs (the scan below is the emulator's hottest loop), and
+  // stored back into the block when it is parked.
+  const int* const order = b.order.data();
+  const std::size_t* const segment = b.segment.data();
+  const std::size_t positions = b.order.size();
+  std::size_t from = b.from;
+  int live = b.live;
   while (live > 0 && b.failure.empty()) {
     bool progress = false;
-    for (std::size_t k = from; k < order.size(); ++k) {
+    for (std::size_t k = from; k < positions; ++k) {
       const int i = order[k];
       Thread& t = *b.threads[static_cast<std::size_t>(i)];
       if (t.done) continue;
@@ -565,6 +684,13 @@ bool run_block(Block& b, const std::function<void()>& body, std::mt19937_64& rng
       progress = true;
       if (t.done) --live;
       from = segment[k];
+      if (t.yielding) {  // it released a word a parked block waits on: either may run next
+        t.yielding = false;
+        b.yielded = true;
+        b.from = from;
+        b.live = live;
+        return Step::parked;
+      }
       break;
     }
     if (!progress && from > 0) {  // nothing from this warp on: back to the first warp
@@ -572,30 +698,25 @@ bool run_block(Block& b, const std::function<void()>& body, std::mt19937_64& rng
       continue;
     }
     if (!progress && b.failure.empty()) {
+      for (const auto& t : b.threads)  // a thread polls global memory: another block may change it
+        if (!t->done && t->polling) {
+          b.from = from;
+          b.live = live;
+          return Step::parked;
+        }
       std::ostringstream s;
       s << "deadlock: every live thread of the block waits and nothing it waits for can happen";
-      // One line per group of threads with the same wait (consecutive thread ranges).
-      std::string last;
-      int from = -1, to = -1;
-      auto flush = [&] {
-        if (from >= 0) s << "\n  threads " << from << ".." << to << ": " << last;
-      };
-      for (int i = 0; i < n; ++i) {
-        Thread& t = *b.threads[static_cast<std::size_t>(i)];
-        const std::string w = t.done ? std::string("exited") : t.what();
-        if (w == last && to == i - 1) {
-          to = i;
-          continue;
-        }
-        flush();
-        last = w;
-        from = to = i;
-      }
-      flush();
+      s << thread_waits(b, "\n  ");
       b.failure = "block (" + std::to_string(b.idx.x) + ", " + std::to_string(b.idx.y) + ", " +
                   std::to_string(b.idx.z) + "): " + s.str();
     }
   }
+  return Step::done;
+}
+
+// Ends a block that is done, failed, or (with b.failure set) parked when the launch failed;
+// returns false (with b.failure set) if it failed.
+bool finish_block(Block& b) {
   if (b.failure.empty()) {
     try {
       events::block_exit();  // observers check what the block leaves (may fault)
@@ -703,6 +824,66 @@ Bookkeeping::~Bookkeeping() {
 }  // namespace sanitize
 #endif
 
+namespace {
+
+// Whether a parked block may run again: it stepped aside after a release, or a word one of its
+// threads polls has changed.
+bool woken(const Block& b) {
+  if (b.yielded) return true;
+  for (const auto& t : b.threads)
+    if (!t->done && t->polling &&
+        word_at(t->poll_wait.addr, t->poll_wait.size) != t->poll_wait.value)
+      return true;
+  return false;
+}
+
+}  // namespace
+
+void yield_after_release() {
+  if (!g_parked || g_parked->empty()) return;
+  bool wakes = false;
+  for (const Block* p : *g_parked)
+    wakes = wakes || woken(*p);
+  // Whether the releasing block goes on or steps aside (and the drawn order then picks which of
+  // it and the blocks it woke runs next) is drawn: either may happen on the GPU.
+  if (!wakes || ((*g_rng)() & 1) == 0) return;
+  current().yielding = true;
+  suspend();
+}
+
+namespace {
+
+std::string block_name(const uint3& idx) {
+  return "block (" + std::to_string(idx.x) + ", " + std::to_string(idx.y) + ", " +
+         std::to_string(idx.z) + ")";
+}
+
+// Every resident block is parked and no word any of them polls has changed: the report names
+// each block and what its threads wait for, and the residency that kept the others out.
+std::string grid_deadlock(const std::vector<Block*>& parked, std::uint64_t limit,
+                          std::uint64_t per_sm, std::uint64_t next, std::uint64_t nblocks) {
+  std::ostringstream s;
+  s << "deadlock between blocks: every resident block waits on global memory that no resident "
+       "block changes ("
+    << parked.size() << " resident, at most " << limit << " at once: " << per_sm
+    << " per SM on the emulated device's " << device_limits::kSmCount
+    << " SMs for this launch; blocks are dispatched in linear order of blockIdx and "
+    << (next < nblocks ? std::to_string(nblocks - next) + " of the grid's " +
+                             std::to_string(nblocks) + " blocks, from linear index " +
+                             std::to_string(next) + " on, cannot be dispatched while they wait"
+                       : std::string("every block of the grid has been dispatched"))
+    << "; emu/README.md, \"Blocks that wait on each other\")";
+  std::vector<Block*> sorted = parked;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Block* a, const Block* b) { return a->linear < b->linear; });
+  for (const Block* b : sorted) {
+    s << "\n  " << block_name(b->idx) << ":" << thread_waits(*b, "\n    ");
+  }
+  return s.str();
+}
+
+}  // namespace
+
 std::string run_grid(const LaunchConfig& config, const std::function<void()>& body) {
   if (g_block) return "fsemu: a kernel launched from inside a kernel (not supported)";
   const dim3 g = config.grid, bd = config.block;
@@ -711,24 +892,49 @@ std::string run_grid(const LaunchConfig& config, const std::function<void()>& bo
   if (nthreads == 0 || nthreads > 1024 || nblocks == 0)
     return "fsemu: invalid launch configuration: " + std::to_string(nthreads) +
            " threads per block (1..1024), " + std::to_string(nblocks) + " blocks";
-  Block b;
-  b.config = config;
   // Shared memory: the window starts kDynamicSmemOffset bytes before the dynamic part; all of it
   // is poisoned (0xFF: NaN in fp16, bf16 and fp32) before each block, so a read of shared memory
-  // nothing wrote gives NaN instead of a stale value from the previous block.
+  // nothing wrote gives NaN instead of a stale value from the previous block. A Block object (its
+  // window, its threads) is reused by the next block once its block has ended; a launch has more
+  // than one only while blocks are parked.
   const std::size_t window = kMaxDynamicSmemOffset + config.dynamic_smem;
-  b.window_storage.assign(window + 4096, 0);
-  auto base = reinterpret_cast<std::uintptr_t>(b.window_storage.data());
-  auto* aligned = reinterpret_cast<std::uint8_t*>((base + 4095) & ~std::uintptr_t{4095});
-  b.window.base = aligned;
-  b.window.size = static_cast<std::uint32_t>(window);
+  std::vector<std::unique_ptr<Block>> slots;
+  std::vector<Block*> free_slots;
+  auto take_block = [&]() -> Block& {
+    if (!free_slots.empty()) {
+      Block* b = free_slots.back();
+      free_slots.pop_back();
+      return *b;
+    }
+    slots.push_back(std::make_unique<Block>());
+    Block& b = *slots.back();
+    b.slot = slots.size() - 1;
+    b.config = config;
+    b.window_storage.assign(window + 4096, 0);
+    auto base = reinterpret_cast<std::uintptr_t>(b.window_storage.data());
+    b.window.base = reinterpret_cast<std::uint8_t*>((base + 4095) & ~std::uintptr_t{4095});
+    b.window.size = static_cast<std::uint32_t>(window);
+    return b;
+  };
 
+  // The drawn order: which resident block runs next is the first of it that can run.
   std::vector<std::uint64_t> order(nblocks);
   std::iota(order.begin(), order.end(), 0);
   std::mt19937_64 rng(schedule_seed() ^ (nblocks * 0x9E3779B97F4A7C15ULL));
   std::shuffle(order.begin(), order.end(), rng);
+  std::vector<std::uint64_t> rank(nblocks);
+  for (std::uint64_t k = 0; k < nblocks; ++k)
+    rank[order[k]] = k;
+  // Residency (emu/README.md, "Blocks that wait on each other"): blocks are dispatched in linear
+  // order of their index, at most `limit` resident at once; a block leaves when it ends.
+  const std::uint64_t per_sm = device_limits::blocks_per_sm(nthreads, config.dynamic_smem);
+  const std::uint64_t limit = per_sm * device_limits::kSmCount;
+  std::set<std::pair<std::uint64_t, std::uint64_t>> startable;  // (rank, linear): not started
+  std::uint64_t next = 0, resident = 0;
+  std::vector<Block*> parked;
+  g_parked = &parked;
+  g_rng = &rng;
 
-  g_block = &b;
 #if defined(FSEMU_ASAN)
   static const bool callback_set = [] {
     __asan_set_error_report_callback(report_cuda_thread);
@@ -741,25 +947,73 @@ std::string run_grid(const LaunchConfig& config, const std::function<void()>& bo
 #endif
   std::string failure;
   Progress progress(nblocks);  // on a terminal, once the launch takes more than ~2 s
-  for (std::uint64_t id : order) {
-    b.idx = uint3{static_cast<unsigned>(id % g.x), static_cast<unsigned>(id / g.x % g.y),
-                  static_cast<unsigned>(id / (std::uint64_t{g.x} * g.y))};
-    b.window.size = static_cast<std::uint32_t>(window);
-    std::memset(b.window.base, 0xFF, b.window.size);
-    b.dynamic_offset = kDynamicSmemOffset;
-    if (config.run_block && !config.run_block(id, nblocks)) continue;
-    poison_window(b);
-    events::block_begin(events::Block{b.idx, static_cast<int>(nthreads)});
-    const bool ok = run_block(b, body, rng);
-    unpoison_window(b);
+  for (;;) {
+    while (resident < limit && next < nblocks) {
+      const std::uint64_t id = next++;
+      if (config.run_block && !config.run_block(id, nblocks)) continue;
+      startable.emplace(rank[id], id);
+      ++resident;
+    }
+    Block* again = nullptr;  // the parked block to run again, if it comes first
+    for (Block* p : parked)
+      if ((!again || rank[p->linear] < rank[again->linear]) && woken(*p)) again = p;
+    const bool fresh =
+        !startable.empty() && (!again || startable.begin()->first < rank[again->linear]);
+    if (!fresh && !again) {
+      if (!parked.empty()) failure = grid_deadlock(parked, limit, per_sm, next, nblocks);
+      break;
+    }
+    Block* b = again;
+    if (fresh) {
+      const std::uint64_t id = startable.begin()->second;
+      startable.erase(startable.begin());
+      b = &take_block();
+      b->linear = id;
+      b->failure.clear();
+      b->idx = uint3{static_cast<unsigned>(id % g.x), static_cast<unsigned>(id / g.x % g.y),
+                     static_cast<unsigned>(id / (std::uint64_t{g.x} * g.y))};
+      b->window.size = static_cast<std::uint32_t>(window);
+      std::memset(b->window.base, 0xFF, b->window.size);
+      b->dynamic_offset = kDynamicSmemOffset;
+      g_block = b;
+      poison_window(*b);
+      events::block_begin(events::Block{b->idx, static_cast<int>(nthreads)});
+      start_block(*b, body, rng);
+    } else {
+      parked.erase(std::find(parked.begin(), parked.end(), b));
+      b->yielded = false;
+      g_block = b;
+      events::block_resume(events::Block{b->idx, static_cast<int>(nthreads)});
+    }
+    if (step_block(*b) == Step::parked) {
+      events::block_park(events::Block{b->idx, static_cast<int>(nthreads)});
+      parked.push_back(b);
+      g_block = nullptr;
+      continue;
+    }
+    const bool ok = finish_block(*b);
+    unpoison_window(*b);
+    g_block = nullptr;
+    free_slots.push_back(b);
+    --resident;
     if (!ok) {
-      failure = b.failure;
+      failure = b->failure;
       break;
     }
     progress.block_done();
   }
+  // The launch failed with blocks parked: each is resumed to unwind its threads, and ends.
+  for (Block* b : parked) {
+    g_block = b;
+    events::block_resume(events::Block{b->idx, static_cast<int>(nthreads)});
+    b->failure = "(the launch failed)";
+    finish_block(*b);
+    unpoison_window(*b);
+  }
   progress.end();
   g_block = nullptr;
+  g_parked = nullptr;
+  g_rng = nullptr;
   if (!failure.empty()) {
     failure = "fsemu: " + failure;
     std::fprintf(stderr, "%s\n", failure.c_str());

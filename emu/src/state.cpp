@@ -3,6 +3,7 @@
 // of the scheduler's events (fsemu/events.hpp).
 #include "state.hpp"
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -22,6 +23,27 @@ class BlockState final : public events::Observer {
     threads.clear();
     block.reset();
   }
+  // A parked block's state waits aside until it resumes (fsemu/events.hpp).
+  void block_park(const events::Block& b) override {
+    Parked& p = parked[b.key()];
+    p.threads = std::move(threads);
+    p.block = std::move(block);
+    threads.clear();
+  }
+  void block_resume(const events::Block& b) override {
+    const auto it = parked.find(b.key());
+    if (it == parked.end()) return;
+    threads = std::move(it->second.threads);
+    block = std::move(it->second.block);
+    parked.erase(it);
+  }
+
+ private:
+  struct Parked {
+    std::vector<std::unique_ptr<ThreadExtra>> threads;
+    std::unique_ptr<BlockExtra> block;
+  };
+  std::map<std::uint64_t, Parked> parked;
 };
 BlockState g_state;
 

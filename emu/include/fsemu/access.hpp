@@ -19,6 +19,7 @@
 // compiled for ASan or the real TSan runtime instead.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -39,6 +40,13 @@ inline constexpr int kMaxObservers = 6;
 int attach(Callback fn, void* context);
 void detach(int handle);
 
+/// The observer `handle` takes no interest in plain reads of [begin, begin + bytes) until it sets
+/// this slot (0 to kSkipSlots - 1) again (bytes 0: none): dispatch() does not call it for them,
+/// and when it is the only observer attached such a read costs the hook a few compares. An
+/// observer sets it only for reads it would have ignored anyway.
+inline constexpr int kSkipSlots = 4;
+void skip_reads(int handle, int slot, const void* begin, std::size_t bytes);
+
 /// True once code compiled with the hooks has run its module constructor (__tsan_init): this
 /// program's kernels report their accesses.
 bool instrumented();
@@ -58,20 +66,29 @@ struct Observer {
   Callback fn;
   void* context;
   int handle;
+  std::uintptr_t skip_begin[kSkipSlots] = {}, skip_bytes[kSkipSlots] = {};  // skip_reads()
 };
 extern Observer g_observers[kMaxObservers];
 extern int g_count;  // observers attached: the hooks' only test on the fast path
 extern bool g_instrumented;
 extern bool g_dispatching;  // an observer runs: its own accesses (if instrumented) are not events
+inline bool skips(const Observer& o, void* addr, std::uint32_t size, bool write, bool atomic) {
+  if (write || atomic) return false;  // plain reads only: an atomic load is an atomic access
+  const auto x = reinterpret_cast<std::uintptr_t>(addr);
+  for (int i = 0; i < kSkipSlots; ++i)
+    if (x - o.skip_begin[i] + size <= o.skip_bytes[i]) return true;
+  return false;
+}
 inline void dispatch(void* addr, std::uint32_t size, bool write, bool atomic, const void* pc) {
-  if (g_dispatching) return;
+  if (g_dispatching || (g_count == 1 && skips(g_observers[0], addr, size, write, atomic))) return;
   struct Scope {  // an observer may end the launch by throwing (fsemu::fault)
     Scope() { g_dispatching = true; }
     ~Scope() { g_dispatching = false; }
   } scope;
   const Access a{addr, size, write, atomic, pc};
   for (int i = 0; i < g_count; ++i)
-    g_observers[i].fn(g_observers[i].context, a);
+    if (!skips(g_observers[i], addr, size, write, atomic))
+      g_observers[i].fn(g_observers[i].context, a);
 }
 }  // namespace detail
 

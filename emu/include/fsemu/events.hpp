@@ -21,12 +21,18 @@
 
 #include <vector_types.h>
 
+#include <cstdint>
+
 namespace fsemu::events {
 
 /// The block that begins: its index and its number of threads.
 struct Block {
   uint3 idx;
   int threads;
+  /// A key that names the block in its launch (for what an observer keeps while it is parked).
+  std::uint64_t key() const {
+    return std::uint64_t{idx.x} | std::uint64_t{idx.y} << 31 | std::uint64_t{idx.z} << 47;
+  }
 };
 
 /// A thread arrives at a barrier (bar.sync, bar.arrive, __syncthreads).
@@ -50,6 +56,13 @@ class Observer {
   virtual void block_exit() {}
   /// The block is over, failed or not, and its threads are gone: per-block state goes.
   virtual void block_end() {}
+  /// The running block is set aside with its threads waiting on global memory (a poll that saw
+  /// no change, fsemu/sync.hpp), and other blocks run before it resumes: an observer keeps what
+  /// it holds for the running block aside, under the block's index, until block_resume of the
+  /// same block, and holds nothing for a running block in between (the next event is another
+  /// block's block_begin or block_resume).
+  virtual void block_park(const Block&) {}
+  virtual void block_resume(const Block&) {}
 
   /// The running thread arrives at a barrier, before it waits on it.
   virtual void barrier(const Barrier&) {}
@@ -80,6 +93,8 @@ void block_begin(const Block& block);
 void thread_exit();
 void block_exit();
 void block_end();
+void block_park(const Block& block);
+void block_resume(const Block& block);
 void barrier(const Barrier& barrier);
 void block_converged();
 void warp_converged(int warp);

@@ -149,6 +149,25 @@ TEST_CASE("races between blocks: an atomic and another block's plain access of i
   }
 }
 
+// Block 0 reads flags[1] plainly, then loads flags[0] atomically (the compiler's atomic load, as
+// cuda::atomic_ref compiles for the emulator); block 1 stores into flags[0] plainly; the others do
+// nothing. Plain reads of an allocation the launch has not written are skipped, but an atomic load
+// is an atomic access: it is recorded even then, so the store races it whichever block runs first.
+__global__ void atomic_load_then_plain_store_kernel(int* flags, int* out) {
+  if (blockIdx.x == 0) out[0] = flags[1] + __atomic_load_n(flags, __ATOMIC_RELAXED);
+  if (blockIdx.x == 1) flags[0] = 1;
+}
+
+TEST_CASE("races between blocks: an atomic load before the allocation's first write is recorded") {
+  for (unsigned blocks : {2u, 3u, 4u, 5u}) {
+    CAPTURE(blocks);
+    Buffer<int> flags(2, 0), out(1, 0);
+    const std::string report =
+        launch(atomic_load_then_plain_store_kernel, dim3(blocks), 1, 0, flags.p, out.p);
+    CHECK_THAT(report, ContainsSubstring("a race between blocks"));
+  }
+}
+
 // Not races: every block reads all of `in` (and its own output it wrote), writes its own
 // fp16-sized element of `out` (adjacent elements, different blocks), and a later launch reads
 // what an earlier one wrote.
