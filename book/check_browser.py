@@ -10,6 +10,7 @@ reader without a network meets it (file://, a 1280 x 800 window), and fails when
     shows an image that did not load;
   - (with --pictures FILE) leaves out a picture FILE lists: every .svg named there (the book's
     generated pictures, book/pictures.py) must be drawn on some page;
+  - folds a stage's own lines (a write-it exercise's answer) as flowing text, not as a code box;
   - shows raw markup: a Markdown table rule (|---|), a Doxygen command (\\snippet, \\ref,
     \\include, \\f$), bold ** or formula delimiters left as typed, a MathJax error, or an HTML tag
     printed as text.
@@ -97,6 +98,13 @@ PAGE_CHECK = r"""
         break;
       }
     }
+  }
+  // A folded block of a stage's own lines (a write-it exercise's answer) is code: a code box,
+  // not its lines run together as flowing text.
+  for (const d of column.querySelectorAll('details')) {
+    const s = d.querySelector('summary');
+    if (s && /own lines/i.test(s.textContent) && !d.querySelector('pre, div.fragment'))
+      say('a folded block of code ("' + s.textContent.trim() + '") shown as flowing text', d);
   }
   // Figures: inside the column, and their text (checked per file) drawn at a readable scale.
   const figures = [];

@@ -354,6 +354,7 @@ the untouched stub, `--reset` puts it back into your copy; the CTests `exercise.
 `.solution` show that the stub fails and the stage's own code passes.
 
 \\htmlonly<details><summary>The stage's own lines</summary>\\endhtmlonly
+
 ${solution}
 
 \\htmlonly</details>\\endhtmlonly
