@@ -8,8 +8,9 @@
 //    its products, recompute and ring, with its thread indices (hence first). Warpgroup 1 gives
 //    its registers back (setmaxnreg.dec 24) and its warp kWriterWarp = 1 (lane 0) writes dQ; its
 //    warp 0 is left for 09g's TMA producer. A producer warpgroup, not a fifth warp: setmaxnreg
-//    moves registers between whole warpgroups, and with 160 threads at 09e's 228 registers two
-//    blocks could not be resident at D = 64 (160 x 232 x 2 > 65,536).
+//    moves registers between whole warpgroups only, so a fifth warp would hold the math's count
+//    (up to 228) for a loop that needs a few dozen, and FlashAttention-3 puts its TMA producer
+//    and its dQ writer in one warpgroup, as 09g will.
 //  * Budgets: __launch_bounds__(256, 2) caps the kernel at 128 registers at launch (ptxas: 128,
 //    no spill); 128 x 24 + 128 x 232 = 32,768, a block's half of the SM; the math warpgroup's
 //    setmaxnreg.inc 232 covers 09e's math (228 at most; this stage's SASS uses up to R227).
