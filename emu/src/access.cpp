@@ -2,10 +2,12 @@
 #include "fsemu/access.hpp"
 
 #include <dlfcn.h>
-#include <link.h>  // ElfW
+#include <link.h>      // ElfW
+#include <sys/auxv.h>  // getauxval
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 #include <vector>
 
@@ -62,14 +64,25 @@ struct Frame {
 std::vector<Frame> frames(const void* code) {
   Dl_info info{};
   if (!code || !dladdr(code, &info) || !info.dli_fname) return {};
+  // The main program's dli_fname is the argv[0] it was started with, which may name another file
+  // (a runner's --emulate execs its emulated build under its own argv[0]): read the program
+  // itself (the target of this process's /proc/self/exe) when `code` lies in it, the object
+  // that holds its program headers.
+  std::string file = info.dli_fname;
+  Dl_info program{};
+  std::error_code ec;
+  if (dladdr(reinterpret_cast<const void*>(getauxval(AT_PHDR)), &program) &&
+      program.dli_fbase == info.dli_fbase) {
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) file = self.string();
+  }
   // addr2line takes an offset into a position-independent object, an absolute address into a
   // fixed-position executable.
   auto addr = reinterpret_cast<std::uintptr_t>(code);
   const auto* ehdr = static_cast<const ElfW(Ehdr)*>(info.dli_fbase);
   if (ehdr && ehdr->e_type == ET_DYN) addr -= reinterpret_cast<std::uintptr_t>(info.dli_fbase);
   std::ostringstream cmd;
-  cmd << "addr2line -C -f -i -e '" << info.dli_fname << "' 0x" << std::hex << addr
-      << " 2>/dev/null";
+  cmd << "addr2line -C -f -i -e '" << file << "' 0x" << std::hex << addr << " 2>/dev/null";
   std::vector<Frame> out;
   if (FILE* p = popen(cmd.str().c_str(), "r")) {
     char f[8192], l[4096];
