@@ -190,6 +190,9 @@ std::optional<int> parse_runner_cli(int argc, const char* const* argv, std::stri
                  "heads checked against the CPU reference (0 skips the check)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 31))
       ->capture_default_str();
+  app.add_flag("--deterministic", opts->deterministic,
+               "launch the stage's deterministic mode (a backward stage that has one: dQ added "
+               "in a fixed order); refused by a stage without one");
   app.add_flag("!--no-peak", opts->measure_peak,
                std::string("skip measuring the cuBLAS GEMM peak") + ignored);
 #ifdef FLASHSTEPS_EMULATED_BUILD
@@ -372,6 +375,16 @@ int run(const RunnerOptions& opt, Stage& stage, std::string_view emulate_offer, 
     err << refusal(stage.name(), s.reason) << '\n';
     return kExitNoDevice;
   }
+  if (opt.deterministic && !stage.deterministic_mode()) {
+    err << refusal(stage.name(), "--deterministic: the stage has no deterministic mode (" +
+                                     std::string(stage.deterministic() ? "it is deterministic "
+                                                                         "always"
+                                                                       : "its adds are in the "
+                                                                         "hardware's order") +
+                                     ")")
+        << '\n';
+    return kExitNoDevice;
+  }
   std::string why;
   const auto dev = query_device(opt.device, &why);
   if (!dev) {
@@ -402,7 +415,9 @@ int run(const RunnerOptions& opt, Stage& stage, std::string_view emulate_offer, 
     dt.upload(in);
   else
     dt.upload(in.fwd);
-  auto launch = [&](cudaStream_t s) { stage.launch(p, dt.args(), s); };
+  AttentionArgs args = dt.args();
+  args.deterministic = opt.deterministic;
+  auto launch = [&](cudaStream_t s) { stage.launch(p, args, s); };
 
   int rc = kExitOk;
 #ifdef FLASHSTEPS_EMULATED_BUILD

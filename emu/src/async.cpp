@@ -548,9 +548,10 @@ void mbarrier_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
 }
 
 namespace {
-std::string waiting_on(std::uint64_t* bar, const MBar& b, const std::string& for_what) {
-  return "waits on the mbarrier at shared " + hex(shared_address(bar, "mbarrier")) + " " +
-         for_what + ": " + b.m.describe() +
+// `addr` is the mbarrier's shared address, taken when the wait begins: a deadlock between blocks
+// describes the waits of parked blocks from outside them, where shared_address() has no block.
+std::string waiting_on(std::uint32_t addr, const MBar& b, const std::string& for_what) {
+  return "waits on the mbarrier at shared " + hex(addr) + " " + for_what + ": " + b.m.describe() +
          (b.loads.empty() ? "" : ", " + std::to_string(b.loads.size()) + " TMA loads in flight");
 }
 }  // namespace
@@ -559,13 +560,14 @@ bool mbarrier_try_wait_parity(std::uint64_t* bar, std::uint32_t parity) {
   const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   MBar& b = mbar(bar, "mbarrier.try_wait.parity");
   profile::sync(__builtin_return_address(0), profile::Sync::mbarrier_wait);
+  const std::uint32_t addr = shared_address(bar, "mbarrier");
   wait_until(
       [&b, bar, parity] {
         settle(b, shared_address(bar, "mbarrier"));
         return b.m.test_wait_parity(parity);
       },
-      [bar, &b, parity] {
-        return waiting_on(bar, b, "for the phase of parity " + std::to_string(parity));
+      [addr, &b, parity] {
+        return waiting_on(addr, b, "for the phase of parity " + std::to_string(parity));
       });
   sanitize::acquire(sync(b, parity));
   traced(b, shared_address(bar, "mbarrier"), "wait", b.m.phase(), parity);
@@ -591,12 +593,13 @@ bool mbarrier_try_wait(std::uint64_t* bar, std::uint64_t token) {
   const sanitize::IgnoreAccesses bookkeeping;  // sanitize.hpp
   MBar& b = mbar(bar, "mbarrier.try_wait");
   profile::sync(__builtin_return_address(0), profile::Sync::mbarrier_wait);
+  const std::uint32_t addr = shared_address(bar, "mbarrier");
   wait_until(
       [&b, bar, token] {
         settle(b, shared_address(bar, "mbarrier"));
         return b.m.test_wait(token);
       },
-      [bar, &b] { return waiting_on(bar, b, "for the phase of its arrival token"); });
+      [addr, &b] { return waiting_on(addr, b, "for the phase of its arrival token"); });
   sanitize::acquire(sync(b, static_cast<std::uint32_t>(token & 1)));  // the token's phase
   return true;
 }

@@ -85,6 +85,10 @@ class Stage:
         gpu: whether this build can run it on a GPU (``_gpu_`` module built).
         emulated: whether this build can run it on the CPU emulator (``_emu_`` module built).
         kv_cache: what of a KV cache its kernels read (``KvCacheSupport``).
+        deterministic_mode: whether its step is a deterministic mode chosen at launch
+            (``Stage::deterministic_mode()``: 09h's dQ added in a fixed order); such a stage is
+            never a default backward stage (``default_backward_stage()``). Python does not ask
+            for the mode yet: its launches are the default, the parent's kernel.
         default_backward_on: where a gradient that names no backward stage runs this one
             (``default_backward_stage()``): ``"emulator"``, and/or the GPUs by compute capability
             (``"gpu, compute capability 80 or more"``); empty for every other stage.
@@ -101,6 +105,7 @@ class Stage:
     gpu: bool
     emulated: bool
     kv_cache: KvCacheSupport = KvCacheSupport()
+    deterministic_mode: bool = False
     default_backward_on: Tuple[str, ...] = ()
 
 
@@ -153,7 +158,8 @@ def stages() -> Tuple[Stage, ...]:
                             gpu_requirement=info["gpu_requirement"],
                             min_compute_capability=info["min_compute_capability"],
                             gpu=gpu is not None, emulated=emu is not None,
-                            kv_cache=KvCacheSupport(**info["kv_cache"])))
+                            kv_cache=KvCacheSupport(**info["kv_cache"]),
+                            deterministic_mode=bool(info["deterministic_mode"])))
     # Where each is the default backward stage: the emulator's, and the GPU's for each range of
     # compute capabilities between the backward stages' requirements.
     on = {s.name: [] for s in result}
@@ -170,13 +176,15 @@ def stages() -> Tuple[Stage, ...]:
 def _fastest_backward(tree: Tuple[Stage, ...], compute_capability: int) -> str:
     """The backward stage predicted fastest on a GPU of this compute capability: the one with
     the most steps of the backward line before it, among those this build has GPU modules for
-    and that need no more than it."""
+    and that need no more than it. A stage whose step is a deterministic mode is never picked:
+    its mode is slower than the stage it builds on, and its default launch is that stage's
+    kernel; its sibling on the line (09g beside 09h) would otherwise tie with it."""
     parent = {s.name: s.parent for s in tree}
 
     def steps(name: Optional[str]) -> int:
         return 0 if name is None else 1 + steps(parent.get(name))
 
-    runs = [s for s in tree if s.kind == "backward" and s.gpu and
+    runs = [s for s in tree if s.kind == "backward" and s.gpu and not s.deterministic_mode and
             s.min_compute_capability <= compute_capability]
     if not runs:
         raise ValueError(f"no backward stage of this build runs on a GPU of compute capability "

@@ -571,6 +571,7 @@ nb::dict info() {
   d["kind"] = std::string(to_string(stage().kind()));
   d["min_compute_capability"] = stage().min_compute_capability();
   d["gpu_requirement"] = stage().gpu_requirement();
+  d["deterministic_mode"] = stage().deterministic_mode();
   std::vector<std::int64_t> dims;
   std::vector<std::string> dtypes;
   for (DType t : {DType::fp16, DType::bf16}) {

@@ -151,8 +151,9 @@ def test_without_grad_attention_takes_no_backward_path():
 # --- the backward stage a call names none of ----------------------------------------------------
 
 def _backward_line(tree):
-    """The backward stages in order along the line, by the test's own walk of the parents."""
-    backward = {s.name: s for s in tree if s.kind == "backward"}
+    """The backward stages in order along the line, by the test's own walk of the parents; a
+    stage whose step is a deterministic mode is a side branch, never on the line."""
+    backward = {s.name: s for s in tree if s.kind == "backward" and not s.deterministic_mode}
     roots = [s for s in backward.values() if s.parent not in backward]
     assert len(roots) == 1, "the backward line has one first step"
     line = [roots[0].name]
@@ -181,6 +182,25 @@ def test_the_default_backward_stage_per_device():
     assert by_name[fastest].default_backward_on[-1].startswith("gpu, compute capability 80")
     with pytest.raises(ValueError, match="compute capability 75"):
         flashsteps.default_backward_stage(emulated=False, compute_capability=75)
+
+
+def test_a_deterministic_mode_is_never_the_default_backward_stage():
+    """A stage whose step is a deterministic mode (09h) ties in steps with its sibling (09g):
+    the rule picks the sibling, and without one the parent; stages() marks such a stage."""
+    def stage(name, parent, deterministic_mode=False):
+        return flashsteps.Stage(name=name, parent=parent, title=name, kind="backward",
+                                head_dims=(64, 128), dtypes=("fp16", "bf16"),
+                                gpu_requirement="sm_90a", min_compute_capability=90, gpu=True,
+                                emulated=True, deterministic_mode=deterministic_mode)
+    line = [stage("09a", None), stage("09f", "09a")]
+    det = stage("09h", "09f", deterministic_mode=True)
+    for tree in (line + [det, stage("09g", "09f")], line + [stage("09g", "09f"), det]):
+        assert flashsteps._fastest_backward(tuple(tree), 90) == "09g"
+    assert flashsteps._fastest_backward(tuple(line + [det]), 90) == "09f"
+    marked = [s.name for s in flashsteps.stages() if s.deterministic_mode]
+    assert all(s.kind == "backward" for s in flashsteps.stages() if s.deterministic_mode)
+    if "09h_bwd_deterministic" in [s.name for s in flashsteps.stages()]:
+        assert "09h_bwd_deterministic" in marked
 
 
 def test_a_call_that_names_no_backward_stage_runs_the_default(monkeypatch):

@@ -7,6 +7,7 @@
 // reference forward (make_backward_inputs()), never by a stage under test.
 #include "flashsteps_catch.hpp"
 
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -14,6 +15,9 @@
 #include "flashsteps/device_tensors.hpp"
 #include "flashsteps/reference.hpp"
 #include "suite.hpp"
+#ifdef FLASHSTEPS_EMULATED_BUILD
+#include "fsemu/seed.hpp"
+#endif
 
 using Catch::Matchers::ContainsSubstring;
 
@@ -27,6 +31,19 @@ std::uint64_t fresh_seed() {
 
 bool backward() {
   return stage().kind() == StageKind::backward;
+}
+
+// FLASHSTEPS_DETERMINISTIC=1 runs the whole suite with AttentionArgs::deterministic set: the
+// launch option of a stage that has a deterministic mode (Stage::deterministic_mode()). A stage
+// without one is not asked (the check below fails).
+bool deterministic_asked() {
+  const char* v = std::getenv("FLASHSTEPS_DETERMINISTIC");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+// Whether two launches must give the same bits: the stage always, or its mode asked.
+bool reproducible(bool deterministic_launch) {
+  return stage().deterministic() || (deterministic_launch && stage().deterministic_mode());
 }
 
 // The inputs of the stage's kind: Q, K, V (in.fwd), and for a backward stage O, LSE and dO.
@@ -43,7 +60,10 @@ struct Outputs {
 };
 
 // Poison, launch once on a stream, copy back.
-Outputs run_once(const Problem& p, const BackwardInputs& in) {
+Outputs run_once(const Problem& p, const BackwardInputs& in,
+                 bool deterministic_launch = deterministic_asked()) {
+  if (deterministic_launch && !stage().deterministic_mode())
+    FAIL(std::string(stage().name()) + " has no deterministic mode to launch");
   cudaStream_t stream;
   FS_CUDA_CHECK(cudaStreamCreate(&stream));
   DeviceTensors dt(p, stage().workspace_bytes(p), stage().kind());
@@ -52,7 +72,9 @@ Outputs run_once(const Problem& p, const BackwardInputs& in) {
   else
     dt.upload(in.fwd);
   dt.poison(stream);
-  stage().launch(p, dt.args(), stream);
+  AttentionArgs args = dt.args();
+  args.deterministic = deterministic_launch;
+  stage().launch(p, args, stream);
   FS_CUDA_CHECK(cudaStreamSynchronize(stream));
   FS_CUDA_CHECK(cudaStreamDestroy(stream));
   if (backward()) return {{}, {}, dt.download_dq(), dt.download_dk(), dt.download_dv()};
@@ -285,7 +307,7 @@ TEST_CASE("same inputs twice give bitwise the same output") {
     if (!check_runnable(stage(), p, device())) continue;
     const BackwardInputs in = make_stage_inputs(p, fresh_seed());
     const Outputs a = run_once(p, in), b = run_once(p, in);
-    if (!stage().deterministic()) {  // atomics in the hardware's order: each run must pass
+    if (!reproducible(deterministic_asked())) {  // atomics in the hardware's order: each must pass
       for (const Outputs* out : {&a, &b}) {
         const Verdict v = check_outputs(p, in, *out, 4);
         INFO(v.summary);
@@ -300,6 +322,77 @@ TEST_CASE("same inputs twice give bitwise the same output") {
     CHECK(same_bits(a.dv, b.dv));
   }
 }
+
+#ifdef FLASHSTEPS_EMULATED_BUILD
+// Under the emulator only: the same launch under several schedules (fsemu::set_schedule_seed
+// draws which resident block runs next). Hidden ([.]): a stage with a deterministic mode runs them
+// by name (its stage.cmake). Causal and not, Sq != Skv, ragged: 2 heads of 5 key tiles each.
+constexpr std::uint64_t kScheduleSeeds[] = {1, 2, 3, 4, 5, 6};
+
+std::vector<Outputs> run_under_seeds(const Problem& p, const BackwardInputs& in, bool det) {
+  std::vector<Outputs> runs;
+  for (std::uint64_t seed : kScheduleSeeds) {
+    fsemu::set_schedule_seed(seed);
+    runs.push_back(run_once(p, in, det));
+  }
+  const char* env = std::getenv("FSEMU_SEED");  // the suite's schedule for what follows
+  fsemu::set_schedule_seed(env ? std::strtoull(env, nullptr, 0) : 0x5eedULL);
+  return runs;
+}
+
+Problem seeds_problem(bool causal) {
+  return make(200, 300, causal ? 128 : 64, causal ? DType::bf16 : DType::fp16, causal, 1, 2);
+}
+
+TEST_CASE("emulated schedules: a deterministic launch gives the same bits under every seed",
+          "[.][seeds]") {
+  if (!stage().deterministic() && !stage().deterministic_mode()) {
+    SUCCEED("the stage has no deterministic mode");
+    return;
+  }
+  for (bool causal : {false, true}) {
+    const Problem p = seeds_problem(causal);
+    const BackwardInputs in = make_stage_inputs(p, fresh_seed());
+    const std::vector<Outputs> runs = run_under_seeds(p, in, stage().deterministic_mode());
+    const Verdict v = check_outputs(p, in, runs.front(), 2);
+    INFO(v.summary);
+    CHECK(v.pass);
+    for (std::size_t s = 1; s < runs.size(); ++s) {
+      INFO("causal " << causal << ", schedule seed " << kScheduleSeeds[s] << " against seed "
+                     << kScheduleSeeds[0]);
+      CHECK(same_bits(runs[s].o, runs[0].o));
+      CHECK(same_bits(runs[s].dq, runs[0].dq));
+      CHECK(same_bits(runs[s].dk, runs[0].dk));
+      CHECK(same_bits(runs[s].dv, runs[0].dv));
+    }
+  }
+}
+
+TEST_CASE("emulated schedules: without the deterministic mode dQ differs across seeds",
+          "[.][seeds]") {
+  if (stage().deterministic()) {
+    SUCCEED("the stage is deterministic always");
+    return;
+  }
+  // The shapes of the case above, mode off: the test above could not fail if no schedule changed
+  // the bits. Each run still passes the check.
+  for (bool causal : {false, true}) {
+    const Problem p = seeds_problem(causal);
+    const BackwardInputs in = make_stage_inputs(p, fresh_seed());
+    const std::vector<Outputs> runs = run_under_seeds(p, in, false);
+    int differ = 0;
+    for (std::size_t s = 0; s < runs.size(); ++s) {
+      const Verdict v = check_outputs(p, in, runs[s], 2);
+      INFO(v.summary);
+      CHECK(v.pass);
+      if (s > 0 && !same_bits(runs[s].dq, runs[0].dq)) ++differ;
+    }
+    INFO("causal " << causal << ": dQ differs from seed " << kScheduleSeeds[0] << "'s under "
+                   << differ << " of " << runs.size() - 1 << " other seeds");
+    CHECK(differ > 0);
+  }
+}
+#endif
 
 TEST_CASE("the check catches an unwritten output element") {
   // Guards the suite itself: a poisoned element that a stage leaves unwritten must fail.

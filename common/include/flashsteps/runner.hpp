@@ -51,6 +51,7 @@ struct RunnerOptions {
   int device = 0;
   std::int64_t check_heads = 8;  ///< heads checked against the CPU reference (0: no check)
   bool measure_peak = true;
+  bool deterministic = false;  ///< --deterministic: ask a stage's deterministic mode (backward)
   bool emulate = false;  ///< --emulate: run on the CPU emulator (implied by the emulated build)
   bool layout = false;   ///< --layout: print fragment layouts (emulated build only)
   /// --profile (with --emulate): count instructions, shared wavefronts and global sectors per

@@ -38,6 +38,7 @@ struct AttentionArgs {
   void* dv = nullptr;                           // [B,H,Skv,D] backward only
   const std::int32_t* cache_seqlens = nullptr;  // [B], with Problem::cache_seqlens
   const std::int32_t* block_table = nullptr;    // [B, pages_per_seq], paged only
+  bool deterministic = false;  // ask for bitwise-reproducible outputs (Stage::deterministic_mode())
 };
 
 /// What of a KV cache's layout a stage's kernels read (Stage::kv_cache()); all false by default.
@@ -100,6 +101,10 @@ class Stage {
   /// it). A stage that sums with atomics in an order the hardware picks (a fused backward's dQ)
   /// returns false, and the suite checks each of the two runs against the references instead.
   virtual bool deterministic() const { return true; }
+  /// Whether a stage that is not deterministic() has a mode, chosen at launch by
+  /// AttentionArgs::deterministic, in which it is (a fixed order of its adds, at some cost); off
+  /// by default. A stage without one ignores the field; the runner and the suite refuse to ask it.
+  virtual bool deterministic_mode() const { return false; }
   /// Largest sequence length the bench harness times (slow teaching stages cap it).
   virtual std::int64_t bench_max_seq() const { return std::int64_t{1} << 30; }
   /// The KV cache's features its kernels read; the harness refuses the others for it.

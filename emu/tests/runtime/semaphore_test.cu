@@ -176,6 +176,37 @@ TEST_CASE("semaphore between blocks: a semaphore nobody releases is a deadlock, 
   CHECK(seconds < 5.0);
 }
 
+// Thread 0 polls a semaphore nobody releases before it arrives on an mbarrier that thread 32 (warp
+// 1) waits on, as a stage's semaphore writer and its math warps do (09h): the report of the
+// deadlock between blocks describes the parked blocks' mbarrier waits from outside them. Before
+// the mbarrier's address was taken at the wait, describing it aborted the program ("a device
+// function was called outside a kernel launch").
+__global__ void unreleased_beside_mbarrier_kernel(int* sem) {
+  FS_DYNAMIC_SHARED(__align__(8) std::uint64_t, bar);
+  if (threadIdx.x == 0) {
+    cuda::ptx::mbarrier_init(bar, 1);
+    cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    wait_for(sem, 5);  // nobody releases it
+    cuda::ptx::mbarrier_arrive(bar);
+  } else if (threadIdx.x == 32) {
+    while (!cuda::ptx::mbarrier_try_wait_parity(bar, 0)) {
+    }
+  }
+}
+
+TEST_CASE("semaphore between blocks: a deadlock with mbarrier waits beside the poll, reported") {
+  fsemu_test::Buffer<int> sem(1, 0);
+  const std::string why =
+      launch(unreleased_beside_mbarrier_kernel, dim3(2), 64, sizeof(std::uint64_t), sem.p);
+  CHECK_THAT(why, ContainsSubstring("deadlock between blocks") &&
+                      ContainsSubstring("block (1, 0, 0):") &&
+                      ContainsSubstring("polls the 4 bytes at 0x") &&
+                      ContainsSubstring("waits on the mbarrier at shared 0x"));
+}
+
 // Every block but the last waits until the last block sets the flag. 100 KiB of dynamic shared
 // memory per block: two blocks per SM of the emulated device's 8, so 16 resident at once.
 constexpr std::size_t kBigSmem = 100 * 1024;
