@@ -52,8 +52,8 @@
 // and D must fit in device memory. dQ is not bitwise reproducible on a GPU (the reduce-adds of
 // the blocks of a head arrive in any order); dK and dV are. Three of warpgroup 1's warps idle,
 // and its writer waits for each reduce's read before the next (one bulk group in flight). Next:
-// Q_i, dO_i, LSE_i, D_i by TMA from warp 0 of warpgroup 1 (09g), then a deterministic mode. The
-// chapter: book/chapters/stage_09f_bwd_dq_writer.md.
+// Q_i, dO_i, LSE_i, D_i by TMA from warp 0 of warpgroup 1 (09g); the deterministic mode is 09h,
+// also a child of this stage. The chapter: book/chapters/stage_09f_bwd_dq_writer.md.
 // =================================================================================================
 #include <cuda/pipeline>
 #include <cuda/ptx>
