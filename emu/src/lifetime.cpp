@@ -174,6 +174,7 @@ class Parking final : public events::Observer {
     g_state = it->second;
     parked_.erase(it);
     g_state->observer = access::attach(on_access, nullptr);
+    access::plain_reads(g_state->observer, false);  // it observes stores only
     events::subscribe(&g_events);
   }
 
@@ -191,7 +192,8 @@ std::uint32_t begin_wgmma(int warpgroup, int n, bool a_shared, const void* pc) {
     g_state = new State;
     g_state->window_bytes = shared_window().size;
     g_state->observer = access::attach(on_access, nullptr);
-    events::subscribe(&g_events);  // until the block ends
+    access::plain_reads(g_state->observer, false);  // it observes stores only
+    events::subscribe(&g_events);                   // until the block ends
   }
   if (g_state->shadow.size() <= static_cast<std::size_t>(warpgroup))
     g_state->shadow.resize(static_cast<std::size_t>(warpgroup) + 1);
