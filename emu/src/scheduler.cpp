@@ -37,8 +37,31 @@ namespace bctx = boost::context;
 // Thrown inside a thread's fiber to unwind it once the launch has failed (fault()).
 struct LaunchAborted {};
 
+struct Thread;
+
+// What the scheduler's scan (step_block) tests first, one per position of the drawn order, kept
+// together so that the scan reads them in sequence instead of each Thread: the thread is passed
+// over while *watch == value -- it has exited (watch at kZero, value 0) or waits until the word
+// changes (wait_for_change) -- and looked at otherwise (watch at kZero, value 1: it can run or
+// waits on a predicate).
+const std::uint64_t kZero = 0;
+struct Slot {
+  const std::uint64_t* watch = &kZero;
+  std::uint64_t value = 1;
+  Thread* thread = nullptr;
+  void runnable() {
+    watch = &kZero;
+    value = 1;
+  }
+  void exited() {
+    watch = &kZero;
+    value = 0;
+  }
+};
+
 struct Thread {
   ThreadInfo info;
+  Slot* slot = nullptr;   // its position's in the block's drawn order
   bctx::fiber fiber;      // the thread, while suspended
   bctx::fiber scheduler;  // the scheduler, while the thread runs
   bool done = false;
@@ -86,6 +109,8 @@ struct Collective {
   std::bitset<128> arrived;
   void* args[128] = {};
   std::uint64_t generation = 0;
+  int joined = 0;     // arrived.count()
+  int need = 0;       // the participants it waits for (the mask's lanes, or 128)
   int first = -1;     // the participant that opened it (for a divergence report)
   char sync[2] = {};  // TSan: happens-before through sync[generation % 2] (sanitize.hpp)
 };
@@ -107,6 +132,7 @@ struct Block {
   std::uint64_t linear = 0;  // its linear index in the grid
   std::size_t slot = 0;      // which of the launch's Block objects it is (TSan fibers)
   std::vector<int> order;    // the threads in the drawn warp order
+  std::vector<Slot> slots;   // their Slots, in the same order
   std::vector<std::size_t> segment;
   std::size_t from = 0;
   int live = 0;
@@ -358,6 +384,8 @@ void wait_for_change(const std::uint64_t* word, std::uint64_t value,
   t.ready = nullptr;
   t.watch = word;
   t.watch_value = value;
+  t.slot->watch = word;
+  t.slot->value = value;
   t.what = std::move(what);
   suspend();
 }
@@ -449,27 +477,28 @@ void collective(Scope scope, std::uint32_t mask, const char* what, void* my_args
     fault(std::string(what) + ": the member mask 0x" + model::SharedWindow::hex(mask) +
           " does not include the calling lane " + std::to_string(idx));
   Collective& c = groups[static_cast<std::size_t>(group)];
-  if (c.arrived.any() && (std::strcmp(c.what, what) != 0 || c.mask != mask))
+  if (c.joined > 0 && ((c.what != what && std::strcmp(c.what, what) != 0) || c.mask != mask))
     fault(std::string(what) + " (mask 0x" + model::SharedWindow::hex(mask) + ") while " +
           (warp ? "lane " : "thread ") + std::to_string(c.first) + " of the same " +
           (warp ? "warp" : "warpgroup") + " waits in " + c.what + " (mask 0x" +
           model::SharedWindow::hex(c.mask) + "): the participants diverged");
   if (c.arrived[static_cast<std::size_t>(idx)])
     fault(std::string(what) + ": joined twice by the same participant");
-  if (c.arrived.none()) {
+  if (c.joined == 0) {
     c.what = what;
     c.mask = mask;
     c.first = idx;
+    c.need = warp ? __builtin_popcount(mask) : 128;
   }
   c.arrived.set(static_cast<std::size_t>(idx));
+  ++c.joined;
   c.args[idx] = my_args;
-  const std::size_t need = warp ? static_cast<std::size_t>(__builtin_popcount(mask)) : 128;
   // Every participant's accesses before the operation happen before the last one computes it,
   // and that computation (which writes every participant's results) before what each does next.
   const std::uint64_t gen = c.generation;
   char* const sync = &c.sync[gen % 2];
   sanitize::release(sync);
-  if (c.arrived.count() == need) {
+  if (c.joined == c.need) {
     sanitize::acquire(sync);
     if (warp) {
       fn(c.args);  // WMMA's loads and stores are the warp's accesses
@@ -480,6 +509,7 @@ void collective(Scope scope, std::uint32_t mask, const char* what, void* my_args
     }
     sanitize::release(sync);
     c.arrived.reset();
+    c.joined = 0;
     std::fill(std::begin(c.args), std::end(c.args), nullptr);
     c.what = nullptr;
     ++c.generation;
@@ -588,6 +618,7 @@ void start_block(Block& b, const std::function<void()>& body, std::mt19937_64& r
             if (b.failure.empty()) b.failure = where(*self_ptr) + ": exception: " + e.what();
           }
           self_ptr->done = true;
+          self_ptr->slot->exited();
           ++b.exited;
           // __syncthreads counts exited threads as arrived: the exit may complete barrier 0.
           if (NamedBarrier& bar0 = b.bars[0]; bar0.arrived > 0 &&
@@ -625,6 +656,12 @@ void start_block(Block& b, const std::function<void()>& body, std::mt19937_64& r
       segment.push_back(start);
     }
   }
+  b.slots.assign(order.size(), Slot{});
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    Thread* t = b.threads[static_cast<std::size_t>(order[k])].get();
+    b.slots[k].thread = t;
+    t->slot = &b.slots[k];
+  }
 
   // Scheduling: a warp runs as far as it can before the next warp in the drawn order runs. The
   // scan resumes the first runnable thread from `from`, which stays at the start of the warp that
@@ -639,7 +676,7 @@ void start_block(Block& b, const std::function<void()>& body, std::mt19937_64& r
 Step step_block(Block& b) {
   // Kept in locals while the block runs (the scan below is the emulator's hottest loop), and
   // stored back into the block when it is parked.
-  const int* const order = b.order.data();
+  Slot* const slots = b.slots.data();
   const std::size_t* const segment = b.segment.data();
   const std::size_t positions = b.order.size();
   std::size_t from = b.from;
@@ -647,13 +684,14 @@ Step step_block(Block& b) {
   while (live > 0 && b.failure.empty()) {
     bool progress = false;
     for (std::size_t k = from; k < positions; ++k) {
-      const int i = order[k];
-      Thread& t = *b.threads[static_cast<std::size_t>(i)];
+      Slot& slot = slots[k];
+      if (*slot.watch == slot.value) continue;  // exited, or waits for a word that has not changed
+      Thread& t = *slot.thread;
       if (t.done) continue;
-      if (t.waiting && t.watch) {
-        if (*t.watch == t.watch_value) continue;
+      if (t.waiting && t.watch) {  // the word it waits for has changed
         t.watch = nullptr;
         t.waiting = false;
+        slot.runnable();
       }
       if (t.waiting) {
         b.current = &t;  // predicates may call into the shim (mbarrier landing copies)
