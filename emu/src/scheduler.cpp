@@ -70,6 +70,10 @@ struct Thread {
   const std::uint64_t* watch = nullptr;  // it waits until *watch != watch_value (a generation)
   std::uint64_t watch_value = 0;
   std::function<std::string()> what;
+  // What it waits on, when it waits for a word (wait_for_change: a plain function, which costs a
+  // wait less than a std::function); `what` above when null.
+  std::string (*what_word)(const void*) = nullptr;
+  const void* what_context = nullptr;
   // Polls (fsemu/sync.hpp): the words the thread loaded atomically and what it found, the latest
   // last; while `polling`, it waits until poll_wait's word differs from the value recorded.
   struct Polled {
@@ -140,6 +144,14 @@ struct Block {
 };
 
 Block* g_block = nullptr;
+// How many times a word that threads wait on (wait_for_change: a barrier's or a collective's
+// generation) has changed: step_block's scan skips the positions it has just passed over by their
+// Slots only while this has not moved.
+std::uint64_t g_word_changes = 0;
+void advance(std::uint64_t& generation) {
+  ++generation;
+  ++g_word_changes;
+}
 std::vector<Block*>* g_parked = nullptr;  // the launch's parked blocks (run_grid)
 std::mt19937_64* g_rng = nullptr;         // the launch's draws (run_grid)
 
@@ -331,6 +343,7 @@ void wait_until(const std::function<bool()>& ready, const std::function<std::str
   t.waiting = true;
   t.ready = ready;
   t.what = what;
+  t.what_word = nullptr;
   suspend();
 }
 
@@ -377,7 +390,7 @@ namespace {
 // Suspends the calling thread until *word changes from `value`: the scheduler checks the word
 // itself, without calling a predicate (barriers and collectives, the most frequent waits).
 void wait_for_change(const std::uint64_t* word, std::uint64_t value,
-                     std::function<std::string()> what) {
+                     std::string (*what)(const void*), const void* context) {
   if (*word != value) return;
   Thread& t = current();
   t.waiting = true;
@@ -386,7 +399,8 @@ void wait_for_change(const std::uint64_t* word, std::uint64_t value,
   t.watch_value = value;
   t.slot->watch = word;
   t.slot->value = value;
-  t.what = std::move(what);
+  t.what_word = what;
+  t.what_context = context;
   suspend();
 }
 }  // namespace
@@ -425,7 +439,7 @@ void bar_sync(int id, int count, const char* what) {
   sanitize::release(sync);  // what each thread did before the barrier happens before the
   if (barrier_complete(b, bar, all)) {  // accesses after it of every thread that waits on it
     bar.arrived = 0;
-    ++bar.generation;
+    advance(bar.generation);
     sanitize::acquire(sync);
     if (all) events::block_converged();
     return;
@@ -433,11 +447,15 @@ void bar_sync(int id, int count, const char* what) {
   // (Barrier 0 completes also when its last missing threads exit: see the thread's exit.)
   bar.id = id;
   bar.what = what;
-  wait_for_change(&bar.generation, gen, [&bar] {
-    return std::string(bar.what) + " (barrier " + std::to_string(bar.id) + ": " +
-           std::to_string(bar.arrived) + " of " + std::to_string(bar.expected) +
-           " threads arrived)";
-  });
+  wait_for_change(
+      &bar.generation, gen,
+      [](const void* p) {
+        const auto& bar = *static_cast<const NamedBarrier*>(p);
+        return std::string(bar.what) + " (barrier " + std::to_string(bar.id) + ": " +
+               std::to_string(bar.arrived) + " of " + std::to_string(bar.expected) +
+               " threads arrived)";
+      },
+      &bar);
   sanitize::acquire(sync);
 }
 
@@ -458,7 +476,7 @@ void bar_arrive(int id, int count, const char* what) {
   sanitize::release(&bar.sync[bar.generation % 4]);
   if (++bar.arrived >= bar.expected) {
     bar.arrived = 0;
-    ++bar.generation;
+    advance(bar.generation);
   }
 }
 
@@ -512,14 +530,18 @@ void collective(Scope scope, std::uint32_t mask, const char* what, void* my_args
     c.joined = 0;
     std::fill(std::begin(c.args), std::end(c.args), nullptr);
     c.what = nullptr;
-    ++c.generation;
+    advance(c.generation);
     return;
   }
   c.warp = warp;
-  wait_for_change(&c.generation, gen, [&c] {
-    return std::string(c.what) + " (" + std::to_string(c.arrived.count()) + " of the " +
-           (c.warp ? "warp's lanes in the mask" : "warpgroup's 128 threads") + " have arrived)";
-  });
+  wait_for_change(
+      &c.generation, gen,
+      [](const void* p) {
+        const auto& c = *static_cast<const Collective*>(p);
+        return std::string(c.what) + " (" + std::to_string(c.arrived.count()) + " of the " +
+               (c.warp ? "warp's lanes in the mask" : "warpgroup's 128 threads") + " have arrived)";
+      },
+      &c);
   sanitize::acquire(sync);
 }
 
@@ -553,7 +575,9 @@ std::string thread_waits(const Block& b, const char* indent) {
   const int n = static_cast<int>(b.threads.size());
   for (int i = 0; i < n; ++i) {
     const Thread& t = *b.threads[static_cast<std::size_t>(i)];
-    const std::string w = t.done ? std::string("exited") : t.what();
+    const std::string w = t.done        ? std::string("exited")
+                          : t.what_word ? t.what_word(t.what_context)
+                                        : t.what();
     if (w == last && to == i - 1) {
       to = i;
       continue;
@@ -625,7 +649,7 @@ void start_block(Block& b, const std::function<void()>& body, std::mt19937_64& r
                                               bar0.expected == static_cast<int>(b.threads.size()) &&
                                               barrier_complete(b, bar0, true)) {
             bar0.arrived = 0;
-            ++bar0.generation;
+            advance(bar0.generation);
           }
           sanitize::release(&b.exit_sync);
           switching_to_scheduler(*self_ptr, true);
@@ -681,11 +705,22 @@ Step step_block(Block& b) {
   const std::size_t positions = b.order.size();
   std::size_t from = b.from;
   int live = b.live;
+  // The scan starts at `from`, but when the last one passed over every position from `from` up to
+  // `passed` by its Slot alone, and no word a thread waits on has changed since, it would pass
+  // over them again: it starts at `passed` (so a warp's lanes each reaching a shuffle cost one
+  // scan each, not one from the warp's start each).
+  std::size_t passed = from;
   while (live > 0 && b.failure.empty()) {
     bool progress = false;
-    for (std::size_t k = from; k < positions; ++k) {
+    const std::uint64_t changes = g_word_changes;
+    std::size_t k = std::max(from, passed);
+    passed = from;
+    bool clean = true;  // every position so far passed over by its Slot
+    for (; k < positions; ++k) {
       Slot& slot = slots[k];
       if (*slot.watch == slot.value) continue;  // exited, or waits for a word that has not changed
+      if (clean) passed = k;
+      clean = false;
       Thread& t = *slot.thread;
       if (t.done) continue;
       if (t.waiting && t.watch) {  // the word it waits for has changed
@@ -722,6 +757,7 @@ Step step_block(Block& b) {
       progress = true;
       if (t.done) --live;
       from = segment[k];
+      if (g_word_changes != changes || passed < from) passed = from;
       if (t.yielding) {  // it released a word a parked block waits on: either may run next
         t.yielding = false;
         b.yielded = true;
@@ -733,6 +769,7 @@ Step step_block(Block& b) {
     }
     if (!progress && from > 0) {  // nothing from this warp on: back to the first warp
       from = 0;
+      passed = 0;
       continue;
     }
     if (!progress && b.failure.empty()) {
