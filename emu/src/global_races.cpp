@@ -51,13 +51,25 @@ bool g_reported = false;  // the launch's first race is reported; the rest are n
 std::vector<const void*> g_sites;
 std::unordered_map<const void*, std::uint16_t> g_site_index;
 
+// The last site looked up (a kernel's loop makes its accesses at a few sites, one after another):
+// valid while g_sites holds it (launch_begin clears both).
+const void* g_last_pc = nullptr;
+std::uint16_t g_last_site = 0;
+
 std::uint16_t site(const void* pc) {
+  if (pc == g_last_pc && g_last_site != 0) return g_last_site;
   const auto it = g_site_index.find(pc);
-  if (it != g_site_index.end()) return it->second;
-  if (g_sites.size() > 0xffff) return 0;
-  const auto index = static_cast<std::uint16_t>(g_sites.size());
-  g_sites.push_back(pc);
-  g_site_index.emplace(pc, index);
+  std::uint16_t index = 0;
+  if (it != g_site_index.end()) {
+    index = it->second;
+  } else {
+    if (g_sites.size() > 0xffff) return 0;
+    index = static_cast<std::uint16_t>(g_sites.size());
+    g_sites.push_back(pc);
+    g_site_index.emplace(pc, index);
+  }
+  g_last_pc = pc;
+  g_last_site = index;
   return index;
 }
 
@@ -286,6 +298,8 @@ void launch_begin(unsigned gx, unsigned gy, unsigned gz) {
   stop_skipping();
   g_sites.assign(1, nullptr);
   g_site_index.clear();
+  g_last_pc = nullptr;
+  g_last_site = 0;
   static const bool subscribed = (events::subscribe(&g_blocks), true);  // for the program
   (void)subscribed;
   if (g_observer < 0) g_observer = access::attach(on_access, nullptr);
