@@ -49,6 +49,37 @@ void skip_reads(int handle, int slot, const void* begin, std::size_t bytes) {
     }
 }
 
+void filter(int handle, const void* only, std::size_t only_bytes, const void* ignore,
+            std::size_t ignore_bytes) {
+  for (int i = 0; i < detail::g_count; ++i)
+    if (detail::g_observers[i].handle == handle) {
+      detail::g_observers[i].only_begin = reinterpret_cast<std::uintptr_t>(only);
+      detail::g_observers[i].only_bytes = only_bytes;
+      detail::g_observers[i].ignore_begin = reinterpret_cast<std::uintptr_t>(ignore);
+      detail::g_observers[i].ignore_bytes = ignore_bytes;
+    }
+}
+
+void plain_reads(int handle, bool wanted) {
+  for (int i = 0; i < detail::g_count; ++i)
+    if (detail::g_observers[i].handle == handle) detail::g_observers[i].plain_reads = wanted;
+}
+
+namespace detail {
+void dispatch_from(int first, void* addr, std::uint32_t size, bool write, bool atomic,
+                   const void* pc) {
+  struct Scope {  // an observer may end the launch by throwing (fsemu::fault)
+    Scope() { g_dispatching = true; }
+    ~Scope() { g_dispatching = false; }
+  } scope;
+  const Access a{addr, size, write, atomic, pc};
+  g_observers[first].fn(g_observers[first].context, a);
+  for (int i = first + 1; i < g_count; ++i)
+    if (!skips(g_observers[i], addr, size, write, atomic))
+      g_observers[i].fn(g_observers[i].context, a);
+}
+}  // namespace detail
+
 bool instrumented() {
   return detail::g_instrumented;
 }

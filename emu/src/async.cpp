@@ -117,6 +117,13 @@ std::string in_flight(const BlockExtra& b, std::uint32_t addr, std::uint32_t byt
 // Reduce-adds of the running block in flight (a fast test for the observer below; blocks run one
 // at a time).
 std::size_t g_block_reduces = 0;
+int g_access_observer = -1;  // on_access's handle, once attached (watch_accesses)
+// Sets g_block_reduces; while it is 0 the observer takes no reads (it returns from them at once),
+// so the hooks do not call it for them (access::plain_reads).
+void set_block_reduces(std::size_t n) {
+  g_block_reduces = n;
+  if (g_access_observer >= 0) access::plain_reads(g_access_observer, n != 0);
+}
 
 struct Deferred {  // a reduce-add whose source was read, applied when the grid has run
   float* dst;
@@ -226,8 +233,9 @@ void on_access(void*, const access::Access& a) {
 }
 
 void watch_accesses() {
-  static const int observer = access::attach(on_access, nullptr);  // for the program
-  (void)observer;
+  if (g_access_observer >= 0) return;
+  g_access_observer = access::attach(on_access, nullptr);  // for the program
+  access::plain_reads(g_access_observer, g_block_reduces != 0);
 }
 
 void mark_in_flight(const PendingCopy& c) {
@@ -358,15 +366,15 @@ class InFlightChecks final : public events::Observer {
   InFlightChecks() { events::subscribe(this); }
   void thread_exit() override;
   void block_exit() override;
-  void block_end() override { g_block_reduces = 0; }
+  void block_end() override { set_block_reduces(0); }
   void block_park(const events::Block& b) override {
     parked_[b.key()] = g_block_reduces;
-    g_block_reduces = 0;
+    set_block_reduces(0);
   }
   void block_resume(const events::Block& b) override {
     const auto it = parked_.find(b.key());
     if (it == parked_.end()) return;
-    g_block_reduces = it->second;
+    set_block_reduces(it->second);
     parked_.erase(it);
   }
 
@@ -425,7 +433,7 @@ void InFlightChecks::block_exit() {
   for (PendingReduce& r : extra->reduces)
     if (r.read) g_deferred.push_back(Deferred{r.dst, std::move(r.data)});
   extra->reduces.clear();
-  g_block_reduces = 0;
+  set_block_reduces(0);
 }
 
 }  // namespace
@@ -694,7 +702,7 @@ void bulk_reduce_add_f32(float* dst, const float* src, std::uint32_t bytes) {
   for (std::uint32_t x = a; x < a + bytes; ++x)
     ++b.reduce_unread[x];
   b.reduces.push_back(PendingReduce{dst, a, bytes, -1, self().linear, pc, false, {}});
-  g_block_reduces = b.reduces.size();
+  set_block_reduces(b.reduces.size());
   global_races::note_atomic(dst, bytes, pc);  // other blocks' plain accesses race with it
   watch_accesses();
 }
@@ -752,13 +760,13 @@ void bulk_wait_group(int n, bool read_only) {
       add_into(r.dst, r.data);  // complete and visible to this thread
   }
   b->reduces = std::move(reduces);
-  g_block_reduces = b->reduces.size();
+  set_block_reduces(b->reduces.size());
 }
 
 void finish_launch(bool ok) {
   std::vector<Deferred> deferred = std::move(g_deferred);
   g_deferred.clear();
-  g_block_reduces = 0;
+  set_block_reduces(0);
   if (ok)
     for (const Deferred& d : deferred)
       add_into(d.dst, d.data);

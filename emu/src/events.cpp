@@ -8,37 +8,58 @@
 namespace fsemu::events {
 namespace {
 
-Observer* g_observers[kMaxObservers] = {};
-int g_count = 0;
+template <class O>
+struct List {
+  O* observers[kMaxObservers] = {};
+  int count = 0;
 
-// Hands an event to the observers subscribed when it is published: a copy of the list, so that
-// an observer may unsubscribe (or subscribe another) while it handles the event.
+  void add(O* observer) {
+    if (count == kMaxObservers) {
+      std::fprintf(stderr, "fsemu: more than %d event observers subscribed\n", kMaxObservers);
+      std::abort();
+    }
+    observers[count++] = observer;
+  }
+  void remove(O* observer) {
+    O** end = observers + count;
+    O** it = std::find(observers, end, observer);
+    if (it == end) return;
+    std::copy(it + 1, end, it);
+    --count;
+  }
+  // Hands an event to the observers subscribed when it is published: a copy of the list, so that
+  // an observer may unsubscribe (or subscribe another) while it handles the event.
+  template <class F>
+  void publish(F&& call) const {
+    if (count == 0) return;
+    O* now[kMaxObservers];
+    const int n = count;
+    std::copy(observers, observers + n, now);
+    for (int i = 0; i < n; ++i)
+      call(*now[i]);
+  }
+};
+List<Observer> g_observers;
+List<SyncObserver> g_sync_observers;
+
 template <class F>
 void publish(F&& call) {
-  if (g_count == 0) return;
-  Observer* now[kMaxObservers];
-  const int n = g_count;
-  std::copy(g_observers, g_observers + n, now);
-  for (int i = 0; i < n; ++i)
-    call(*now[i]);
+  g_observers.publish(call);
 }
 
 }  // namespace
 
 void subscribe(Observer* observer) {
-  if (g_count == kMaxObservers) {
-    std::fprintf(stderr, "fsemu: more than %d event observers subscribed\n", kMaxObservers);
-    std::abort();
-  }
-  g_observers[g_count++] = observer;
+  g_observers.add(observer);
 }
-
 void unsubscribe(Observer* observer) {
-  Observer** end = g_observers + g_count;
-  Observer** it = std::find(g_observers, end, observer);
-  if (it == end) return;
-  std::copy(it + 1, end, it);
-  --g_count;
+  g_observers.remove(observer);
+}
+void subscribe_sync(SyncObserver* observer) {
+  g_sync_observers.add(observer);
+}
+void unsubscribe_sync(SyncObserver* observer) {
+  g_sync_observers.remove(observer);
 }
 
 void block_begin(const Block& block) {
@@ -69,10 +90,10 @@ void warp_converged(int warp) {
   publish([=](Observer& o) { o.warp_converged(warp); });
 }
 void release(const void* sync) {
-  publish([=](Observer& o) { o.release(sync); });
+  g_sync_observers.publish([=](SyncObserver& o) { o.release(sync); });
 }
 void acquire(const void* sync) {
-  publish([=](Observer& o) { o.acquire(sync); });
+  g_sync_observers.publish([=](SyncObserver& o) { o.acquire(sync); });
 }
 
 }  // namespace fsemu::events

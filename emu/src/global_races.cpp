@@ -51,13 +51,25 @@ bool g_reported = false;  // the launch's first race is reported; the rest are n
 std::vector<const void*> g_sites;
 std::unordered_map<const void*, std::uint16_t> g_site_index;
 
+// The last site looked up (a kernel's loop makes its accesses at a few sites, one after another):
+// valid while g_sites holds it (launch_begin clears both).
+const void* g_last_pc = nullptr;
+std::uint16_t g_last_site = 0;
+
 std::uint16_t site(const void* pc) {
+  if (pc == g_last_pc && g_last_site != 0) return g_last_site;
   const auto it = g_site_index.find(pc);
-  if (it != g_site_index.end()) return it->second;
-  if (g_sites.size() > 0xffff) return 0;
-  const auto index = static_cast<std::uint16_t>(g_sites.size());
-  g_sites.push_back(pc);
-  g_site_index.emplace(pc, index);
+  std::uint16_t index = 0;
+  if (it != g_site_index.end()) {
+    index = it->second;
+  } else {
+    if (g_sites.size() > 0xffff) return 0;
+    index = static_cast<std::uint16_t>(g_sites.size());
+    g_sites.push_back(pc);
+    g_site_index.emplace(pc, index);
+  }
+  g_last_pc = pc;
+  g_last_site = index;
   return index;
 }
 
@@ -81,6 +93,18 @@ Allocation* find(std::uintptr_t x) {
 
 void stop_skipping();
 
+// What on_access returns from at once, for the hooks to test without calling it
+// (access::filter): everything while no block runs or once a race is reported; else the
+// accesses outside the allocations' span or inside the block's shared-memory window.
+void update_filter() {
+  if (g_observer < 0) return;
+  if (g_reported || !g_in_block)
+    access::filter(g_observer, nullptr, 0, nullptr, 0);
+  else
+    access::filter(g_observer, reinterpret_cast<const void*>(g_lowest), g_span,
+                   reinterpret_cast<const void*>(g_window), g_window_bytes);
+}
+
 void forget_recent() {
   stop_skipping();
   std::fill(g_recent, g_recent + 4, nullptr);
@@ -89,6 +113,7 @@ void forget_recent() {
   for (const auto& al : g_allocations)
     highest = std::max(highest, al->end);
   g_span = highest - g_lowest;
+  update_filter();
 }
 
 // The allocations whose reads the observer skips (access::skip_reads), the last ones read that
@@ -129,6 +154,7 @@ std::string block_name(std::uint32_t id) {
 void report(const access::Access& a, const Allocation& al, std::size_t c, const Cell& cell,
             std::uint32_t me) {
   g_reported = true;
+  update_filter();
   const std::uint8_t k = cell.state;
   const bool many = (k & kMany) != 0;
   const std::string mine = std::string(a.atomic  ? "an atomic update"
@@ -220,9 +246,16 @@ class Blocks final : public events::Observer {
     const model::SharedWindow& w = shared_window();  // its largest extent, set before the block
     g_window = reinterpret_cast<std::uintptr_t>(w.base);
     g_window_bytes = w.size;
+    update_filter();
   }
-  void block_end() override { g_in_block = false; }
-  void block_park(const events::Block&) override { g_in_block = false; }
+  void block_end() override {
+    g_in_block = false;
+    update_filter();
+  }
+  void block_park(const events::Block&) override {
+    g_in_block = false;
+    update_filter();
+  }
   void block_resume(const events::Block& b) override { block_begin(b); }
 };
 Blocks g_blocks;
@@ -265,9 +298,12 @@ void launch_begin(unsigned gx, unsigned gy, unsigned gz) {
   stop_skipping();
   g_sites.assign(1, nullptr);
   g_site_index.clear();
+  g_last_pc = nullptr;
+  g_last_site = 0;
   static const bool subscribed = (events::subscribe(&g_blocks), true);  // for the program
   (void)subscribed;
   if (g_observer < 0) g_observer = access::attach(on_access, nullptr);
+  update_filter();
 }
 
 void launch_end() {

@@ -136,7 +136,7 @@ void end_tracking() {
 // released there; the block's end ends the tracking. The map of sync objects is the emulator's
 // bookkeeping, which every CUDA thread of the block updates: not the kernel's accesses, for TSan
 // (sanitize.hpp; a rehash of the map frees memory another thread allocated).
-class SchedulerEvents final : public events::Observer {
+class SchedulerEvents final : public events::Observer, public events::SyncObserver {
  public:
   void release(const void* sync) override {
     if (!in_thread()) return;
@@ -151,6 +151,7 @@ class SchedulerEvents final : public events::Observer {
   }
   void block_end() override {
     events::unsubscribe(this);
+    events::unsubscribe_sync(this);
     end_tracking();
   }
 };
@@ -166,6 +167,7 @@ class Parking final : public events::Observer {
     access::detach(g_state->observer);
     g_state->observer = -1;
     events::unsubscribe(&g_events);
+    events::unsubscribe_sync(&g_events);
     parked_[b.key()] = std::exchange(g_state, nullptr);
   }
   void block_resume(const events::Block& b) override {
@@ -174,7 +176,9 @@ class Parking final : public events::Observer {
     g_state = it->second;
     parked_.erase(it);
     g_state->observer = access::attach(on_access, nullptr);
+    access::plain_reads(g_state->observer, false);  // it observes stores only
     events::subscribe(&g_events);
+    events::subscribe_sync(&g_events);
   }
 
  private:
@@ -191,7 +195,9 @@ std::uint32_t begin_wgmma(int warpgroup, int n, bool a_shared, const void* pc) {
     g_state = new State;
     g_state->window_bytes = shared_window().size;
     g_state->observer = access::attach(on_access, nullptr);
-    events::subscribe(&g_events);  // until the block ends
+    access::plain_reads(g_state->observer, false);  // it observes stores only
+    events::subscribe(&g_events);                   // until the block ends
+    events::subscribe_sync(&g_events);
   }
   if (g_state->shadow.size() <= static_cast<std::size_t>(warpgroup))
     g_state->shadow.resize(static_cast<std::size_t>(warpgroup) + 1);

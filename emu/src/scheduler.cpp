@@ -37,8 +37,31 @@ namespace bctx = boost::context;
 // Thrown inside a thread's fiber to unwind it once the launch has failed (fault()).
 struct LaunchAborted {};
 
+struct Thread;
+
+// What the scheduler's scan (step_block) tests first, one per position of the drawn order, kept
+// together so that the scan reads them in sequence instead of each Thread: the thread is passed
+// over while *watch == value -- it has exited (watch at kZero, value 0) or waits until the word
+// changes (wait_for_change) -- and looked at otherwise (watch at kZero, value 1: it can run or
+// waits on a predicate).
+const std::uint64_t kZero = 0;
+struct Slot {
+  const std::uint64_t* watch = &kZero;
+  std::uint64_t value = 1;
+  Thread* thread = nullptr;
+  void runnable() {
+    watch = &kZero;
+    value = 1;
+  }
+  void exited() {
+    watch = &kZero;
+    value = 0;
+  }
+};
+
 struct Thread {
   ThreadInfo info;
+  Slot* slot = nullptr;   // its position's in the block's drawn order
   bctx::fiber fiber;      // the thread, while suspended
   bctx::fiber scheduler;  // the scheduler, while the thread runs
   bool done = false;
@@ -47,6 +70,10 @@ struct Thread {
   const std::uint64_t* watch = nullptr;  // it waits until *watch != watch_value (a generation)
   std::uint64_t watch_value = 0;
   std::function<std::string()> what;
+  // What it waits on, when it waits for a word (wait_for_change: a plain function, which costs a
+  // wait less than a std::function); `what` above when null.
+  std::string (*what_word)(const void*) = nullptr;
+  const void* what_context = nullptr;
   // Polls (fsemu/sync.hpp): the words the thread loaded atomically and what it found, the latest
   // last; while `polling`, it waits until poll_wait's word differs from the value recorded.
   struct Polled {
@@ -86,6 +113,8 @@ struct Collective {
   std::bitset<128> arrived;
   void* args[128] = {};
   std::uint64_t generation = 0;
+  int joined = 0;     // arrived.count()
+  int need = 0;       // the participants it waits for (the mask's lanes, or 128)
   int first = -1;     // the participant that opened it (for a divergence report)
   char sync[2] = {};  // TSan: happens-before through sync[generation % 2] (sanitize.hpp)
 };
@@ -107,6 +136,7 @@ struct Block {
   std::uint64_t linear = 0;  // its linear index in the grid
   std::size_t slot = 0;      // which of the launch's Block objects it is (TSan fibers)
   std::vector<int> order;    // the threads in the drawn warp order
+  std::vector<Slot> slots;   // their Slots, in the same order
   std::vector<std::size_t> segment;
   std::size_t from = 0;
   int live = 0;
@@ -114,6 +144,14 @@ struct Block {
 };
 
 Block* g_block = nullptr;
+// How many times a word that threads wait on (wait_for_change: a barrier's or a collective's
+// generation) has changed: step_block's scan skips the positions it has just passed over by their
+// Slots only while this has not moved.
+std::uint64_t g_word_changes = 0;
+void advance(std::uint64_t& generation) {
+  ++generation;
+  ++g_word_changes;
+}
 std::vector<Block*>* g_parked = nullptr;  // the launch's parked blocks (run_grid)
 std::mt19937_64* g_rng = nullptr;         // the launch's draws (run_grid)
 
@@ -305,6 +343,7 @@ void wait_until(const std::function<bool()>& ready, const std::function<std::str
   t.waiting = true;
   t.ready = ready;
   t.what = what;
+  t.what_word = nullptr;
   suspend();
 }
 
@@ -351,14 +390,17 @@ namespace {
 // Suspends the calling thread until *word changes from `value`: the scheduler checks the word
 // itself, without calling a predicate (barriers and collectives, the most frequent waits).
 void wait_for_change(const std::uint64_t* word, std::uint64_t value,
-                     std::function<std::string()> what) {
+                     std::string (*what)(const void*), const void* context) {
   if (*word != value) return;
   Thread& t = current();
   t.waiting = true;
   t.ready = nullptr;
   t.watch = word;
   t.watch_value = value;
-  t.what = std::move(what);
+  t.slot->watch = word;
+  t.slot->value = value;
+  t.what_word = what;
+  t.what_context = context;
   suspend();
 }
 }  // namespace
@@ -397,7 +439,7 @@ void bar_sync(int id, int count, const char* what) {
   sanitize::release(sync);  // what each thread did before the barrier happens before the
   if (barrier_complete(b, bar, all)) {  // accesses after it of every thread that waits on it
     bar.arrived = 0;
-    ++bar.generation;
+    advance(bar.generation);
     sanitize::acquire(sync);
     if (all) events::block_converged();
     return;
@@ -405,11 +447,15 @@ void bar_sync(int id, int count, const char* what) {
   // (Barrier 0 completes also when its last missing threads exit: see the thread's exit.)
   bar.id = id;
   bar.what = what;
-  wait_for_change(&bar.generation, gen, [&bar] {
-    return std::string(bar.what) + " (barrier " + std::to_string(bar.id) + ": " +
-           std::to_string(bar.arrived) + " of " + std::to_string(bar.expected) +
-           " threads arrived)";
-  });
+  wait_for_change(
+      &bar.generation, gen,
+      [](const void* p) {
+        const auto& bar = *static_cast<const NamedBarrier*>(p);
+        return std::string(bar.what) + " (barrier " + std::to_string(bar.id) + ": " +
+               std::to_string(bar.arrived) + " of " + std::to_string(bar.expected) +
+               " threads arrived)";
+      },
+      &bar);
   sanitize::acquire(sync);
 }
 
@@ -430,7 +476,7 @@ void bar_arrive(int id, int count, const char* what) {
   sanitize::release(&bar.sync[bar.generation % 4]);
   if (++bar.arrived >= bar.expected) {
     bar.arrived = 0;
-    ++bar.generation;
+    advance(bar.generation);
   }
 }
 
@@ -449,27 +495,28 @@ void collective(Scope scope, std::uint32_t mask, const char* what, void* my_args
     fault(std::string(what) + ": the member mask 0x" + model::SharedWindow::hex(mask) +
           " does not include the calling lane " + std::to_string(idx));
   Collective& c = groups[static_cast<std::size_t>(group)];
-  if (c.arrived.any() && (std::strcmp(c.what, what) != 0 || c.mask != mask))
+  if (c.joined > 0 && ((c.what != what && std::strcmp(c.what, what) != 0) || c.mask != mask))
     fault(std::string(what) + " (mask 0x" + model::SharedWindow::hex(mask) + ") while " +
           (warp ? "lane " : "thread ") + std::to_string(c.first) + " of the same " +
           (warp ? "warp" : "warpgroup") + " waits in " + c.what + " (mask 0x" +
           model::SharedWindow::hex(c.mask) + "): the participants diverged");
   if (c.arrived[static_cast<std::size_t>(idx)])
     fault(std::string(what) + ": joined twice by the same participant");
-  if (c.arrived.none()) {
+  if (c.joined == 0) {
     c.what = what;
     c.mask = mask;
     c.first = idx;
+    c.need = warp ? __builtin_popcount(mask) : 128;
   }
   c.arrived.set(static_cast<std::size_t>(idx));
+  ++c.joined;
   c.args[idx] = my_args;
-  const std::size_t need = warp ? static_cast<std::size_t>(__builtin_popcount(mask)) : 128;
   // Every participant's accesses before the operation happen before the last one computes it,
   // and that computation (which writes every participant's results) before what each does next.
   const std::uint64_t gen = c.generation;
   char* const sync = &c.sync[gen % 2];
   sanitize::release(sync);
-  if (c.arrived.count() == need) {
+  if (c.joined == c.need) {
     sanitize::acquire(sync);
     if (warp) {
       fn(c.args);  // WMMA's loads and stores are the warp's accesses
@@ -480,16 +527,21 @@ void collective(Scope scope, std::uint32_t mask, const char* what, void* my_args
     }
     sanitize::release(sync);
     c.arrived.reset();
+    c.joined = 0;
     std::fill(std::begin(c.args), std::end(c.args), nullptr);
     c.what = nullptr;
-    ++c.generation;
+    advance(c.generation);
     return;
   }
   c.warp = warp;
-  wait_for_change(&c.generation, gen, [&c] {
-    return std::string(c.what) + " (" + std::to_string(c.arrived.count()) + " of the " +
-           (c.warp ? "warp's lanes in the mask" : "warpgroup's 128 threads") + " have arrived)";
-  });
+  wait_for_change(
+      &c.generation, gen,
+      [](const void* p) {
+        const auto& c = *static_cast<const Collective*>(p);
+        return std::string(c.what) + " (" + std::to_string(c.arrived.count()) + " of the " +
+               (c.warp ? "warp's lanes in the mask" : "warpgroup's 128 threads") + " have arrived)";
+      },
+      &c);
   sanitize::acquire(sync);
 }
 
@@ -523,7 +575,9 @@ std::string thread_waits(const Block& b, const char* indent) {
   const int n = static_cast<int>(b.threads.size());
   for (int i = 0; i < n; ++i) {
     const Thread& t = *b.threads[static_cast<std::size_t>(i)];
-    const std::string w = t.done ? std::string("exited") : t.what();
+    const std::string w = t.done        ? std::string("exited")
+                          : t.what_word ? t.what_word(t.what_context)
+                                        : t.what();
     if (w == last && to == i - 1) {
       to = i;
       continue;
@@ -588,13 +642,14 @@ void start_block(Block& b, const std::function<void()>& body, std::mt19937_64& r
             if (b.failure.empty()) b.failure = where(*self_ptr) + ": exception: " + e.what();
           }
           self_ptr->done = true;
+          self_ptr->slot->exited();
           ++b.exited;
           // __syncthreads counts exited threads as arrived: the exit may complete barrier 0.
           if (NamedBarrier& bar0 = b.bars[0]; bar0.arrived > 0 &&
                                               bar0.expected == static_cast<int>(b.threads.size()) &&
                                               barrier_complete(b, bar0, true)) {
             bar0.arrived = 0;
-            ++bar0.generation;
+            advance(bar0.generation);
           }
           sanitize::release(&b.exit_sync);
           switching_to_scheduler(*self_ptr, true);
@@ -625,6 +680,12 @@ void start_block(Block& b, const std::function<void()>& body, std::mt19937_64& r
       segment.push_back(start);
     }
   }
+  b.slots.assign(order.size(), Slot{});
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    Thread* t = b.threads[static_cast<std::size_t>(order[k])].get();
+    b.slots[k].thread = t;
+    t->slot = &b.slots[k];
+  }
 
   // Scheduling: a warp runs as far as it can before the next warp in the drawn order runs. The
   // scan resumes the first runnable thread from `from`, which stays at the start of the warp that
@@ -639,21 +700,33 @@ void start_block(Block& b, const std::function<void()>& body, std::mt19937_64& r
 Step step_block(Block& b) {
   // Kept in locals while the block runs (the scan below is the emulator's hottest loop), and
   // stored back into the block when it is parked.
-  const int* const order = b.order.data();
+  Slot* const slots = b.slots.data();
   const std::size_t* const segment = b.segment.data();
   const std::size_t positions = b.order.size();
   std::size_t from = b.from;
   int live = b.live;
+  // The scan starts at `from`, but when the last one passed over every position from `from` up to
+  // `passed` by its Slot alone, and no word a thread waits on has changed since, it would pass
+  // over them again: it starts at `passed` (so a warp's lanes each reaching a shuffle cost one
+  // scan each, not one from the warp's start each).
+  std::size_t passed = from;
   while (live > 0 && b.failure.empty()) {
     bool progress = false;
-    for (std::size_t k = from; k < positions; ++k) {
-      const int i = order[k];
-      Thread& t = *b.threads[static_cast<std::size_t>(i)];
+    const std::uint64_t changes = g_word_changes;
+    std::size_t k = std::max(from, passed);
+    passed = from;
+    bool clean = true;  // every position so far passed over by its Slot
+    for (; k < positions; ++k) {
+      Slot& slot = slots[k];
+      if (*slot.watch == slot.value) continue;  // exited, or waits for a word that has not changed
+      if (clean) passed = k;
+      clean = false;
+      Thread& t = *slot.thread;
       if (t.done) continue;
-      if (t.waiting && t.watch) {
-        if (*t.watch == t.watch_value) continue;
+      if (t.waiting && t.watch) {  // the word it waits for has changed
         t.watch = nullptr;
         t.waiting = false;
+        slot.runnable();
       }
       if (t.waiting) {
         b.current = &t;  // predicates may call into the shim (mbarrier landing copies)
@@ -684,6 +757,7 @@ Step step_block(Block& b) {
       progress = true;
       if (t.done) --live;
       from = segment[k];
+      if (g_word_changes != changes || passed < from) passed = from;
       if (t.yielding) {  // it released a word a parked block waits on: either may run next
         t.yielding = false;
         b.yielded = true;
@@ -695,6 +769,7 @@ Step step_block(Block& b) {
     }
     if (!progress && from > 0) {  // nothing from this warp on: back to the first warp
       from = 0;
+      passed = 0;
       continue;
     }
     if (!progress && b.failure.empty()) {

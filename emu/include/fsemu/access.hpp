@@ -42,10 +42,20 @@ void detach(int handle);
 
 /// The observer `handle` takes no interest in plain reads of [begin, begin + bytes) until it sets
 /// this slot (0 to kSkipSlots - 1) again (bytes 0: none): dispatch() does not call it for them,
-/// and when it is the only observer attached such a read costs the hook a few compares. An
-/// observer sets it only for reads it would have ignored anyway.
+/// and the hook tests it inline, without a call. An observer sets it only for reads it would have
+/// ignored anyway.
 inline constexpr int kSkipSlots = 4;
 void skip_reads(int handle, int slot, const void* begin, std::size_t bytes);
+
+/// What else the observer `handle` ignores, so that the hooks need not call it (the same rule as
+/// skip_reads: only what it would have returned from at once): every access (atomics too) whose
+/// first byte is outside [only, only + only_bytes) or inside [ignore, ignore + ignore_bytes), and
+/// every plain read while `plain_reads` is false. At attach(): all memory, nothing ignored, plain
+/// reads taken. The race check between blocks ignores the block's shared memory and takes only the
+/// span of the allocations (global_races.cpp); the wgmma lifetimes take no reads (lifetime.cpp).
+void filter(int handle, const void* only, std::size_t only_bytes, const void* ignore,
+            std::size_t ignore_bytes);
+void plain_reads(int handle, bool wanted);
 
 /// True once code compiled with the hooks has run its module constructor (__tsan_init): this
 /// program's kernels report their accesses.
@@ -66,29 +76,36 @@ struct Observer {
   Callback fn;
   void* context;
   int handle;
-  std::uintptr_t skip_begin[kSkipSlots] = {}, skip_bytes[kSkipSlots] = {};  // skip_reads()
+  // filter(), plain_reads(), skip_reads(): what the hooks do not hand it.
+  std::uintptr_t only_begin = 0, only_bytes = ~std::uintptr_t{0};
+  std::uintptr_t ignore_begin = 0, ignore_bytes = 0;
+  bool plain_reads = true;
+  std::uintptr_t skip_begin[kSkipSlots] = {}, skip_bytes[kSkipSlots] = {};
 };
 extern Observer g_observers[kMaxObservers];
 extern int g_count;  // observers attached: the hooks' only test on the fast path
 extern bool g_instrumented;
 extern bool g_dispatching;  // an observer runs: its own accesses (if instrumented) are not events
 inline bool skips(const Observer& o, void* addr, std::uint32_t size, bool write, bool atomic) {
-  if (write || atomic) return false;  // plain reads only: an atomic load is an atomic access
   const auto x = reinterpret_cast<std::uintptr_t>(addr);
+  if (x - o.only_begin >= o.only_bytes || x - o.ignore_begin < o.ignore_bytes) return true;
+  if (write || atomic) return false;  // plain reads only: an atomic load is an atomic access
+  if (!o.plain_reads) return true;
   for (int i = 0; i < kSkipSlots; ++i)
     if (x - o.skip_begin[i] + size <= o.skip_bytes[i]) return true;
   return false;
 }
+// Hands the access to observer `first` (which does not skip it) and to every later one that does
+// not skip it. Out of line, so that an access no observer wants costs the hook no call.
+void dispatch_from(int first, void* addr, std::uint32_t size, bool write, bool atomic,
+                   const void* pc);
 inline void dispatch(void* addr, std::uint32_t size, bool write, bool atomic, const void* pc) {
-  if (g_dispatching || (g_count == 1 && skips(g_observers[0], addr, size, write, atomic))) return;
-  struct Scope {  // an observer may end the launch by throwing (fsemu::fault)
-    Scope() { g_dispatching = true; }
-    ~Scope() { g_dispatching = false; }
-  } scope;
-  const Access a{addr, size, write, atomic, pc};
+  if (g_dispatching) return;
   for (int i = 0; i < g_count; ++i)
-    if (!skips(g_observers[i], addr, size, write, atomic))
-      g_observers[i].fn(g_observers[i].context, a);
+    if (!skips(g_observers[i], addr, size, write, atomic)) {
+      dispatch_from(i, addr, size, write, atomic, pc);
+      return;
+    }
 }
 }  // namespace detail
 

@@ -73,13 +73,19 @@ class Observer {
   /// Every lane of warp `warp` joined one warp-collective operation with the full mask, which has
   /// just been computed.
   virtual void warp_converged(int /*warp*/) {}
+};
 
-  /// Happens-before: what the running thread did so far is released into the synchronisation
-  /// object `sync` (any address that names it: a barrier's generation, an mbarrier's phase, a
-  /// copy's landing), and acquired from it by every thread that later acquires `sync`. Published
-  /// through emu/src/sanitize.hpp, which tells ThreadSanitizer the same.
-  virtual void release(const void* /*sync*/) {}
-  virtual void acquire(const void* /*sync*/) {}
+/// Happens-before: what the running thread did so far is released into the synchronisation
+/// object `sync` (any address that names it: a barrier's generation, an mbarrier's phase, a
+/// copy's landing), and acquired from it by every thread that later acquires `sync`. Published
+/// through emu/src/sanitize.hpp, which tells ThreadSanitizer the same. The most frequent events
+/// (every barrier arrival and warp collective makes two), so they go only to the observers that
+/// subscribe for them (subscribe_sync), apart from the others.
+class SyncObserver {
+ public:
+  virtual ~SyncObserver() = default;
+  virtual void release(const void* sync) = 0;
+  virtual void acquire(const void* sync) = 0;
 };
 
 /// Subscribes an observer (at most kMaxObservers at once); unsubscribing one that is not
@@ -87,6 +93,8 @@ class Observer {
 inline constexpr int kMaxObservers = 8;
 void subscribe(Observer* observer);
 void unsubscribe(Observer* observer);
+void subscribe_sync(SyncObserver* observer);
+void unsubscribe_sync(SyncObserver* observer);
 
 /// Publishing: each hands its event to every observer subscribed.
 void block_begin(const Block& block);
@@ -98,7 +106,7 @@ void block_resume(const Block& block);
 void barrier(const Barrier& barrier);
 void block_converged();
 void warp_converged(int warp);
-void release(const void* sync);
+void release(const void* sync);  // to the SyncObservers
 void acquire(const void* sync);
 
 }  // namespace fsemu::events

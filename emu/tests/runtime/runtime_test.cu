@@ -250,7 +250,7 @@ TEST_CASE("runtime: the kernels' loads and stores reach the access observers, wi
 }
 
 TEST_CASE("runtime: the scheduler's thread, block and barrier events reach its observers") {
-  struct Seen final : fsemu::events::Observer {
+  struct Seen final : fsemu::events::Observer, fsemu::events::SyncObserver {
     int begun = 0, threads = 0, threads_exited = 0, blocks_exited = 0, ended = 0;
     int syncs = 0, arrives = 0, barrier_ids = 0, blocks_converged = 0, warps_converged = 0;
     int releases = 0, acquires = 0;
@@ -274,8 +274,10 @@ TEST_CASE("runtime: the scheduler's thread, block and barrier events reach its o
   {  // bar.arrive by warp 0, bar.sync by warp 1, on barrier 2, in each of two blocks
     Seen seen;
     fsemu::events::subscribe(&seen);
+    fsemu::events::subscribe_sync(&seen);
     const std::string failure = launch(named_barrier_kernel, 2, 64, 32 * sizeof(int), out.data());
     fsemu::events::unsubscribe(&seen);
+    fsemu::events::unsubscribe_sync(&seen);
     REQUIRE(failure.empty());
     CHECK(seen.begun == 2);
     CHECK(seen.threads == 64);
@@ -292,8 +294,10 @@ TEST_CASE("runtime: the scheduler's thread, block and barrier events reach its o
   {  // one __syncthreads of three warps: the last to arrive completes it
     Seen seen;
     fsemu::events::subscribe(&seen);
+    fsemu::events::subscribe_sync(&seen);
     const std::string failure = launch(neighbour_kernel, 1, 96, 96 * sizeof(int), out.data());
     fsemu::events::unsubscribe(&seen);
+    fsemu::events::unsubscribe_sync(&seen);
     REQUIRE(failure.empty());
     CHECK(seen.syncs == 96);
     CHECK(seen.barrier_ids == 1 << 0);
@@ -302,16 +306,20 @@ TEST_CASE("runtime: the scheduler's thread, block and barrier events reach its o
   {  // seven full-mask warp collectives (four shuffles, three votes) in one warp
     Seen seen;
     fsemu::events::subscribe(&seen);
+    fsemu::events::subscribe_sync(&seen);
     const std::string failure = launch(shuffle_kernel, 1, 32, 0, out.data());
     fsemu::events::unsubscribe(&seen);
+    fsemu::events::unsubscribe_sync(&seen);
     REQUIRE(failure.empty());
     CHECK(seen.warps_converged == 7);
   }
   {  // a block that fails does not exit, but it ends
     Seen seen;
     fsemu::events::subscribe(&seen);
+    fsemu::events::subscribe_sync(&seen);
     const std::string failure = launch(deadlock_kernel, 1, 64, 0, out.data());
     fsemu::events::unsubscribe(&seen);
+    fsemu::events::unsubscribe_sync(&seen);
     CHECK_THAT(failure, ContainsSubstring("deadlock"));
     CHECK(seen.begun == 1);
     CHECK(seen.blocks_exited == 0);
