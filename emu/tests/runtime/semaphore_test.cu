@@ -29,6 +29,7 @@
 
 #include "device_buffer.hpp"
 #include "flashsteps/cuda/launch.cuh"
+#include "fsemu/scheduler.hpp"
 #include "fsemu/seed.hpp"
 
 using Catch::Matchers::ContainsSubstring;
@@ -48,9 +49,11 @@ __device__ void release(int* sem, int value) {
   Semaphore(*sem).store(value, cuda::memory_order_release);
 }
 
-// Restores the seed of the environment (or the default) when a test that set seeds ends.
+// Restores the seed a test found (FSEMU_SEED's, or the default) when the test, which sets seeds,
+// ends.
 struct SeedScope {
-  ~SeedScope() { fsemu::set_schedule_seed(0x5eedULL); }
+  const std::uint64_t found = fsemu::schedule_seed();
+  ~SeedScope() { fsemu::set_schedule_seed(found); }
 };
 
 // ---- 1. an fp32 sum in semaphore order ----------------------------------------------------------
