@@ -115,20 +115,20 @@ fsemu_expect_report(emu.tsan.planted_race "a shared-memory race between two warp
                     fsemu_planted_tsan race
                     "WARNING: ThreadSanitizer: data race"
                     "Read of size 4 at .* by thread T[0-9]+"
-                    "warp_handoff.*planted.cu:27"
-                    "warp_handoff.*planted.cu:29"
+                    "warp_handoff.*planted.cu:33"
+                    "warp_handoff.*planted.cu:35"
                     "'block \\(0, 0, 0\\), thread \\([0-9]+, 0, 0\\) = warp 1 lane [0-9]+'"
                     "'block \\(0, 0, 0\\), thread \\([0-9]+, 0, 0\\) = warp 0 lane [0-9]+'")
 fsemu_expect_report(emu.asan.planted_shared_oob "a read past the dynamic shared memory"
                     fsemu_planted_asan shared-oob
                     "ERROR: AddressSanitizer: use-after-poison"
-                    "shared_past_end.*planted.cu:36"
+                    "shared_past_end.*planted.cu:42"
                     "fsemu: the emulator was running block \\(0, 0, 0\\), thread \\(63, 0, 0\\)"
                     "the address is shared memory 0x180, outside the block's dynamic shared memory 0x80 .. 0x180")
 fsemu_expect_report(emu.asan.planted_global_oob "a read past a cudaMalloc'd buffer"
                     fsemu_planted_asan global-oob
                     "ERROR: AddressSanitizer: heap-buffer-overflow"
-                    "global_past_end.*planted.cu:40"
+                    "global_past_end.*planted.cu:46"
                     # The allocation, in words every libasan prints: GCC 12 says "is located 0
                     # bytes to the right of 256-byte region [a,b)", GCC 14 (Debian 13) "is located
                     # 0 bytes after 256-byte region [a,b)". (No literal left bracket here: CMake
@@ -144,14 +144,19 @@ fsemu_expect_report(emu.tsan.planted_atomic_race "a plain load racing another wa
                     "[Rr]ead of size 4 at .* by thread T[0-9]+"
                     "[Aa]tomic write of size 4"
                     "fsemu::atomic_add"
-                    "shared_sum.*planted.cu:48"
-                    "shared_sum.*planted.cu:49")
+                    "shared_sum.*planted.cu:54"
+                    "shared_sum.*planted.cu:55")
 add_test(NAME emu.tsan.planted_atomics COMMAND fsemu_planted_tsan atomics)
 set_tests_properties(emu.tsan.planted_atomics PROPERTIES
                      LABELS "cpu;emu;sanitizer" ENVIRONMENT "${FSEMU_SANITIZER_ENV}")
 # The same handoff with a barrier: no report (the barrier's happens-before reaches TSan).
 add_test(NAME emu.tsan.planted_synced COMMAND fsemu_planted_tsan synced)
 set_tests_properties(emu.tsan.planted_synced PROPERTIES
+                     LABELS "cpu;emu;sanitizer" ENVIRONMENT "${FSEMU_SANITIZER_ENV}")
+
+# Blocks that wait on each other (emu/README.md): a block parked while another runs, no report.
+add_test(NAME emu.tsan.planted_parked COMMAND fsemu_planted_tsan parked)
+set_tests_properties(emu.tsan.planted_parked PROPERTIES
                      LABELS "cpu;emu;sanitizer" ENVIRONMENT "${FSEMU_SANITIZER_ENV}")
 
 # The stages exist only once stages/CMakeLists.txt has run: their sanitizer builds are added at

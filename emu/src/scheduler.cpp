@@ -132,6 +132,10 @@ struct Block {
   std::string failure;                              // set by the first fault
   std::size_t dynamic_offset = kDynamicSmemOffset;  // where the dynamic shared memory starts
   char exit_sync = 0;  // TSan: every thread's exit happens before the block's end
+#if defined(FSEMU_TSAN)
+  // The stacks of its exited threads, back to the pool only when the block ends (PooledStack).
+  std::vector<bctx::stack_context> retired_stacks;
+#endif
   // Where its scheduling stands (run_block), kept while the block is parked.
   std::uint64_t linear = 0;  // its linear index in the grid
   std::size_t slot = 0;      // which of the launch's Block objects it is (TSan fibers)
@@ -181,13 +185,23 @@ StackPool& stack_pool() {
 }
 struct PooledStack {
   Thread* thread;
+  [[maybe_unused]] Block* block;
   bctx::stack_context allocate() { return thread->stack = stack_pool().allocate(); }
   void deallocate(bctx::stack_context& s) noexcept {
 #if defined(FSEMU_ASAN)
     // Frames a thread left behind (unwound by an exception) must not poison the next thread.
     __asan_unpoison_memory_region(static_cast<char*>(s.sp) - s.size, s.size);
 #endif
+#if defined(FSEMU_TSAN)
+    // A thread's stack is freed when it exits, but the scheduler is ordered after its accesses
+    // (exit_sync) only when its block ends. A block that starts while this one is parked would
+    // take the stack, and TSan would see its frames race with the exited thread's; ordering the
+    // scheduler after each exit instead would order the block's threads that have not yet
+    // started after those that have (their first switch syncs with the scheduler), hiding races.
+    block->retired_stacks.push_back(s);
+#else
     stack_pool().deallocate(s);
+#endif
   }
 };
 
@@ -348,10 +362,13 @@ void wait_until(const std::function<bool()>& ready, const std::function<std::str
 }
 
 namespace {
+// The scheduler's own look at a polled word (4 or 8 bytes, naturally aligned: device.cpp's
+// check_word), not an access of the thread that polls: plain atomic loads, which ThreadSanitizer
+// does not see in this uninstrumented file, where memcpy would reach its interceptor (a race
+// between the blocks whose threads poll the word, on the scheduler's stack).
 std::uint64_t word_at(const void* p, std::uint32_t size) {
-  std::uint64_t v = 0;
-  std::memcpy(&v, p, size);
-  return v;
+  if (size == 4) return __atomic_load_n(static_cast<const std::uint32_t*>(p), __ATOMIC_RELAXED);
+  return __atomic_load_n(static_cast<const std::uint64_t*>(p), __ATOMIC_RELAXED);
 }
 std::string poll_what(const Thread::Polled& p) {
   std::ostringstream s;
@@ -625,7 +642,7 @@ void start_block(Block& b, const std::function<void()>& body, std::mt19937_64& r
     __tsan_set_fiber_name(t->tsan_fiber, where(*t).c_str());
 #endif
     t->fiber = bctx::fiber(
-        std::allocator_arg, PooledStack{self_ptr}, [self_ptr, &body, &b](bctx::fiber&& sched) {
+        std::allocator_arg, PooledStack{self_ptr, &b}, [self_ptr, &body, &b](bctx::fiber&& sched) {
           back_in_thread(*self_ptr, true);
           self_ptr->scheduler = std::move(sched);
           try {
@@ -818,6 +835,11 @@ bool finish_block(Block& b) {
     b.current = nullptr;
   }
   sanitize::acquire(&b.exit_sync);
+#if defined(FSEMU_TSAN)
+  for (bctx::stack_context& s : b.retired_stacks)
+    stack_pool().deallocate(s);
+  b.retired_stacks.clear();
+#endif
   b.threads.clear();
   events::block_end();  // observers drop what they kept for the block
   return b.failure.empty();

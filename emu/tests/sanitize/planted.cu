@@ -10,7 +10,13 @@
 //               load, no barrier between: TSan (a plain access racing an atomic)
 //   atomics     both warps add into it with atomicAdd, then a barrier: no report (atomics do not
 //               race with each other)
+//   parked      two blocks taking turns through a word in global memory, block 1's turn first:
+//               block 0 is parked polling it (cuda::atomic_ref acquire loads) while block 1 runs,
+//               after its other threads have exited, and block 1's threads take their fibers'
+//               stacks: no report (neither those stacks nor the scheduler's look at the polled
+//               word is an access of the kernel's threads)
 #include <cuda_runtime.h>
+#include <cuda/atomic>
 
 #include <cstdio>
 #include <cstring>
@@ -51,6 +57,22 @@ __global__ void shared_sum(float* out, bool plain_read) {
   if (threadIdx.x == 0) out[0] = sum[0];
 }
 
+// Block b waits for its turn (block 1 first), writes, and hands the turn on; every other thread
+// works on its own stack and exits.
+__global__ void take_turns(int* turn, float* out) {
+  volatile float scratch[8];  // stack memory the thread writes (the next block's reuse it)
+  for (int i = 0; i < 8; ++i)
+    scratch[i] = static_cast<float>(threadIdx.x + i);
+  const int mine = static_cast<int>(gridDim.x - 1 - blockIdx.x);
+  if (threadIdx.x == 0) {
+    cuda::atomic_ref<int, cuda::thread_scope_device> t(*turn);
+    while (t.load(cuda::memory_order_acquire) != mine)
+      __nanosleep(32);
+    out[blockIdx.x] = scratch[0] + static_cast<float>(mine);
+    t.store(mine + 1, cuda::memory_order_release);
+  }
+}
+
 int check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return 0;
   std::fprintf(stderr, "planted: %s: %s\n", what, cudaGetErrorString(e));
@@ -80,8 +102,16 @@ int main(int argc, char** argv) {
   else if (std::strcmp(which, "atomic-race") == 0 || std::strcmp(which, "atomics") == 0)
     e = flashsteps::launch_kernel(shared_sum, dim3(1), dim3(2 * kWarp), sizeof(float), nullptr, out,
                                   std::strcmp(which, "atomic-race") == 0);
-  else
-    std::fprintf(stderr, "usage: %s race|synced|shared-oob|global-oob|atomic-race|atomics\n",
+  else if (std::strcmp(which, "parked") == 0) {
+    int* turn = nullptr;
+    if (check(cudaMalloc(&turn, sizeof(int)), "cudaMalloc")) return 1;
+    const int zero = 0;
+    cudaMemcpy(turn, &zero, sizeof(int), cudaMemcpyHostToDevice);
+    e = flashsteps::launch_kernel(take_turns, dim3(2), dim3(2 * kWarp), 0, nullptr, turn, out);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    cudaFree(turn);
+  } else
+    std::fprintf(stderr, "usage: %s race|synced|shared-oob|global-oob|atomic-race|atomics|parked\n",
                  argv[0]);
   if (check(e, which)) return 1;
   std::vector<float> host(n);
