@@ -242,12 +242,15 @@ TEST_CASE("cp.async in flight: a store into its destination before its issuer's 
                       ContainsSubstring("by this thread, still in flight"));
 }
 
-// Two threads copy into the same 16 bytes, the second before the first's wait.
+// Two threads copy into the same 16 bytes, the second before the first's wait: the barrier after
+// the second copy keeps the first thread from waiting before it under every schedule (without it,
+// a schedule that runs thread 0's wait first, FSEMU_SEED=7, landed the first copy in time).
 __global__ void copy_over_copy_kernel(const float* src, float* out) {
   FS_DYNAMIC_SHARED(__align__(16) float, buf);
   if (threadIdx.x == 0) __pipeline_memcpy_async(buf, src, 16);
   __syncthreads();
   if (threadIdx.x == 32) __pipeline_memcpy_async(buf, src + 4, 16);
+  __syncthreads();
   __pipeline_commit();
   __pipeline_wait_prior(0);
   __syncthreads();
