@@ -872,7 +872,8 @@ def check(a):
                 continue
             if a.cubins:
                 # The build's own (tests/ptx-manifest.sh --cubin: the same compile, from the PTX
-                # the build hashed), made by the ptx_<stage> target the build runs.
+                # the build hashed; for a stage built for sm_90a alone, the cubin of the stage
+                # library's own compile, --kept), made by the ptx_<stage> target the build runs.
                 cubin = os.path.join(a.cubins, name + ".cubin")
                 if not os.path.exists(cubin):
                     print(f"sass-trips: no {cubin}: build the target ptx_{name}", file=sys.stderr)

@@ -171,17 +171,26 @@ function(_fsemu_add_sanitized_stages)
     if(NOT TARGET fs_emu_stage_${name})
       message(FATAL_ERROR "FSEMU_SANITIZED_STAGES: ${name} is not an emulated stage")
     endif()
-    get_target_property(sources fs_stage_${name} SOURCES)
     get_property(dir GLOBAL PROPERTY FLASHSTEPS_STAGE_DIR_${name})
-    flashsteps_emulated_sources(wrapped ${sources})
+    # What the sanitizers check is the kernels' accesses (emu/README.md, "Sanitizers"): kernels.cu
+    # is compiled for each; the stage's other objects (its launcher: host code, no kernel) are the
+    # plain emulated library's, as the planted faults reuse them (fsemu_stage_library_with). They
+    # define no function that the sanitized kernels object also defines (nm of both, 00, 06c, 07d,
+    # 09b: none), so no sanitized inline copy is replaced by a plain one at link time.
+    set(kernels "${PROJECT_SOURCE_DIR}/${dir}/kernels.cu")
+    flashsteps_emulated_sources(wrapped "${kernels}")
+    file(RELATIVE_PATH own "${PROJECT_SOURCE_DIR}" "${kernels}")
+    string(MAKE_C_IDENTIFIER "${own}" own)  # its wrapper's name (flashsteps_emulated_sources)
+    set(plain "$<FILTER:$<TARGET_OBJECTS:fs_emu_stage_${name}>,EXCLUDE,/${own}\\.cpp\\.o(bj)?$>")
     foreach(san asan tsan)
       string(TOUPPER ${san} SAN)
-      add_library(fs_emu_stage_${name}_${san} STATIC ${wrapped})
+      add_library(fs_emu_stage_${name}_${san} STATIC ${wrapped} "${plain}")
+      add_dependencies(fs_emu_stage_${name}_${san} fs_emu_stage_${name})
       flashsteps_stage_target(fs_emu_stage_${name}_${san} ${name})
       target_compile_options(fs_emu_stage_${name}_${san} PRIVATE ${FSEMU_${SAN}_FLAGS})
       if(san STREQUAL "asan")
         # A stage's ASan suite runs one small case (FSEMU_SANITIZER_CASES) in well under a second:
-        # its kernels and launcher compile at -O0, in about a third of -O1's time (the emulator
+        # its kernels compile at -O0, in about a third of -O1's time (the emulator
         # under them keeps -O1). TSan's runs are longer, and keep -O1.
         target_compile_options(fs_emu_stage_${name}_${san} PRIVATE -O0)
       endif()

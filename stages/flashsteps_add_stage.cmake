@@ -285,8 +285,20 @@ function(flashsteps_add_stage name)
   endif()
   # ptxas -v for every CUDA object; the wrapper files each object's report next to it.
   target_compile_options(${lib} PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v,-warn-spills>")
+  # A stage whose kernels compile for the PTX manifest's arch alone (ARCHS 90a), at Release's
+  # flags (-O3 -lineinfo, nothing added to CMAKE_CUDA_FLAGS), makes the PTX and the cubin the
+  # manifest below hashes and keeps: the wrapper keeps them (--keep), and the manifest reads them
+  # instead of compiling kernels.cu a second time (the hashes are byte-identical: compared on every
+  # such stage when this came in). Every other stage's manifest compiles its own.
+  set(manifest_arch 90a)  # tests/ptx-manifest.sh's default, sm_90a
+  set(keep "")
+  if("${ARG_ARCHS}" STREQUAL "${manifest_arch}" AND CMAKE_BUILD_TYPE STREQUAL "Release"
+     AND "${CMAKE_CUDA_FLAGS}" STREQUAL "" AND "${ARG_DIR}/kernels.cu" IN_LIST ARG_SOURCES)
+    set(keep --keep kernels.cu)
+  endif()
+  list(JOIN keep " " keep_args)
   set_property(TARGET ${lib} PROPERTY RULE_LAUNCH_COMPILE
-               "${FLASHSTEPS_ROOT}/stages/ptxas-report.sh <OBJECT>")
+               "${FLASHSTEPS_ROOT}/stages/ptxas-report.sh ${keep_args} <OBJECT>")
   set(report "${CMAKE_BINARY_DIR}/resources/${name}.ptxas.txt")
   add_custom_command(TARGET ${lib} POST_BUILD
     COMMAND ${CMAKE_COMMAND} -DOUT=${report} "-DOBJECTS=$<TARGET_OBJECTS:${lib}>"
@@ -320,10 +332,16 @@ function(flashsteps_add_stage name)
       set(cubin_args --cubin "${CMAKE_BINARY_DIR}/ptx/${name}.cubin"
                      --ptx "${CMAKE_BINARY_DIR}/ptx/${name}.ptx")
     endif()
+    set(kept_args "")
+    set(kept_object "")
+    if(keep)  # the stage library's own compile of kernels.cu, kept by the wrapper (above)
+      set(kept_object "$<FILTER:$<TARGET_OBJECTS:${lib}>,INCLUDE,/kernels\\.cu\\.o(bj)?$>")
+      set(kept_args --kept "${kept_object}.keep")
+    endif()
     add_custom_command(OUTPUT "${hashes}" ${cubin}
       COMMAND "${root}/tests/ptx-manifest.sh" --root "${root}" -o "${hashes}" ${cubin_args}
-              "${source}"
-      DEPENDS "${ARG_DIR}/kernels.cu" ${headers} "${root}/tests/ptx-manifest.sh"
+              ${kept_args} "${source}"
+      DEPENDS "${ARG_DIR}/kernels.cu" ${headers} "${root}/tests/ptx-manifest.sh" ${kept_object}
       COMMENT "PTX hashes of ${name}'s kernels (sm_90a)"
       VERBATIM)
     add_custom_target(ptx_${name} ALL DEPENDS "${hashes}")

@@ -3,7 +3,7 @@
 # build can tell whether a stage's kernels are the ones a committed GPU run measured.
 #
 #   tests/ptx-manifest.sh [--rev REV] [--arch ARCH] [--root DIR] [-o FILE] [--cubin FILE]
-#                         [--ptx FILE] SOURCE...
+#                         [--ptx FILE] [--kept DIR] SOURCE...
 #   tests/ptx-manifest.sh --measured MANIFEST -o FILE
 #
 # SOURCE: paths relative to the repository root (stages/04_cp_async/kernels.cu). --rev: take the
@@ -17,6 +17,11 @@
 # the stage again. The PTX is then compiled with -lineinfo; the hashes are the same either way.
 # --ptx: also write that PTX as nvcc made it (one SOURCE only, with --cubin): with the cubin, the
 # device code a GPU build of the stage embeds, by which bench/bundle_size.py bounds the bundle.
+# --kept: DIR is the `nvcc --keep` folder of a build's own compile of SOURCE (one SOURCE, not with
+# --rev) for ARCH alone at -O3 -lineinfo, as stages/ptxas-report.sh --keep leaves it: its PTX
+# (<stem>.ptx) and cubin (<stem>.<ARCH>.cubin) are read instead of compiling SOURCE again. The
+# build's other flags (its macros, -DNDEBUG, host flags) leave the hashes as they are:
+# stages/flashsteps_add_stage.cmake says when a build takes this path.
 # --measured: MANIFEST is a committed run's (its first line names the nvcc, arch and commit); FILE
 # gets the same hashes as this machine's nvcc makes them: MANIFEST itself when the nvcc is the
 # same, else the manifest made again from the commit's sources in git (a copy of MANIFEST when
@@ -34,7 +39,7 @@
 # that compiled it: PTX from another nvcc may differ without any change to the kernels.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-rev="" arch=sm_90a out="" measured="" cubin="" ptx=""
+rev="" arch=sm_90a out="" measured="" cubin="" ptx="" kept=""
 sources=()
 while (($#)); do
   case $1 in
@@ -44,6 +49,7 @@ while (($#)); do
     -o) out=$2; shift ;;
     --cubin) cubin=$2; shift ;;
     --ptx) ptx=$2; shift ;;
+    --kept) kept=$2; shift ;;
     --measured) measured=$2; shift ;;
     -*) echo "ptx-manifest: unknown option $1" >&2; exit 2 ;;
     *) sources+=("$1") ;;
@@ -68,6 +74,8 @@ fi
 ((${#sources[@]})) || { echo "usage: ptx-manifest.sh [--rev REV] [--arch ARCH] SOURCE..." >&2; exit 2; }
 [[ -z "$cubin" || ${#sources[@]} == 1 ]] || { echo "ptx-manifest: --cubin takes one SOURCE" >&2; exit 2; }
 [[ -z "$ptx" || -n "$cubin" ]] || { echo "ptx-manifest: --ptx comes with --cubin" >&2; exit 2; }
+[[ -z "$kept" || (${#sources[@]} == 1 && -z "$rev") ]] ||
+  { echo "ptx-manifest: --kept takes one SOURCE, of the working tree" >&2; exit 2; }
 filt=$(dirname "$nvcc")/cu++filt
 [[ -x "$filt" ]] || filt=c++filt
 
@@ -84,7 +92,7 @@ fi
 
 if [[ -n "$out" ]]; then
   "$0" ${rev:+--rev "$rev"} --arch "$arch" --root "$root" ${cubin:+--cubin "$cubin"} \
-    ${ptx:+--ptx "$ptx"} "${sources[@]}" > "$work/out.tsv"
+    ${ptx:+--ptx "$ptx"} ${kept:+--kept "$kept"} "${sources[@]}" > "$work/out.tsv"
   mv "$work/out.tsv" "$out"
   exit 0
 fi
@@ -92,12 +100,25 @@ fi
 echo "# nvcc	$version	$arch${rev:+	$(git -C "$root" rev-parse --short=12 "$rev")}"
 for src in "${sources[@]}"; do
   [[ -f "$tree/$src" ]] || { echo "ptx-manifest: no $src${rev:+ in $rev}" >&2; exit 2; }
-  "$nvcc" -std=c++20 -O3 --ptx ${cubin:+-lineinfo} -arch="$arch" -I"$tree/common/include" \
-    -I"$tree/$(dirname "$src")" -o "$work/raw.ptx" "$tree/$src"
+  if [[ -n "$kept" ]]; then
+    stem=$(basename "$src"); stem=${stem%.*}
+    for f in "$kept/$stem.ptx" "$kept/$stem.$arch.cubin"; do
+      [[ -f "$f" ]] || { echo "ptx-manifest: no $f (the build's compile of $src, kept)" >&2; exit 2; }
+    done
+    cp "$kept/$stem.ptx" "$work/raw.ptx"
+  else
+    "$nvcc" -std=c++20 -O3 --ptx ${cubin:+-lineinfo} -arch="$arch" -I"$tree/common/include" \
+      -I"$tree/$(dirname "$src")" -o "$work/raw.ptx" "$tree/$src"
+  fi
   if [[ -n "$cubin" ]]; then
-    # nvcc --cubin's own ptxas step (nvcc -dryrun shows it), written whole or not at all.
-    "$(dirname "$nvcc")/ptxas" -arch="$arch" -m64 --generate-line-info "$work/raw.ptx" \
-      -o "$cubin.tmp"
+    # nvcc --cubin's own ptxas step (nvcc -dryrun shows it), written whole or not at all; or the
+    # cubin that step made in the kept compile.
+    if [[ -n "$kept" ]]; then
+      cp "$kept/$stem.$arch.cubin" "$cubin.tmp"
+    else
+      "$(dirname "$nvcc")/ptxas" -arch="$arch" -m64 --generate-line-info "$work/raw.ptx" \
+        -o "$cubin.tmp"
+    fi
     mv "$cubin.tmp" "$cubin"
     if [[ -n "$ptx" ]]; then
       cp "$work/raw.ptx" "$ptx.tmp"
