@@ -52,8 +52,8 @@
 // and D must fit in device memory. dQ is not bitwise reproducible on a GPU (the reduce-adds of
 // the blocks of a head arrive in any order); dK and dV are. Three of warpgroup 1's warps idle,
 // and its writer waits for each reduce's read before the next (one bulk group in flight). Next:
-// Q_i, dO_i, LSE_i, D_i by TMA from warp 0 of warpgroup 1 (09g, a child of this stage); 09h,
-// the deterministic mode, is another. The chapter: book/chapters/stage_09f_bwd_dq_writer.md.
+// Q_i, dO_i, LSE_i, D_i by TMA from warp 0 of warpgroup 1 (09g, this stage's child); 09h, the
+// deterministic mode, is 09g's. The chapter: book/chapters/stage_09f_bwd_dq_writer.md.
 // =================================================================================================
 #include <cuda/pipeline>
 #include <cuda/ptx>
