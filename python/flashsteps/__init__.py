@@ -178,7 +178,8 @@ def _fastest_backward(tree: Tuple[Stage, ...], compute_capability: int) -> str:
     the most steps of the backward line before it, among those this build has GPU modules for
     and that need no more than it. A stage whose step is a deterministic mode is never picked:
     its mode is slower than the stage it builds on, and its default launch is that stage's
-    kernel; its sibling on the line (09g beside 09h) would otherwise tie with it."""
+    kernel; as a child of the line's last step (09h under 09g) it would otherwise win, and as a
+    sibling of a step it would tie with it."""
     parent = {s.name: s.parent for s in tree}
 
     def steps(name: Optional[str]) -> int:

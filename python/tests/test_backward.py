@@ -185,8 +185,9 @@ def test_the_default_backward_stage_per_device():
 
 
 def test_a_deterministic_mode_is_never_the_default_backward_stage():
-    """A stage whose step is a deterministic mode (09h) ties in steps with its sibling (09g):
-    the rule picks the sibling, and without one the parent; stages() marks such a stage."""
+    """A stage whose step is a deterministic mode (09h) is never picked: as the child of the
+    line's last step (09g, the tree now) it has more steps, as a sibling (the tree before 09g's
+    TMA producer) it ties; the rule picks 09g, and without it 09f; stages() marks such a stage."""
     def stage(name, parent, deterministic_mode=False):
         return flashsteps.Stage(name=name, parent=parent, title=name, kind="backward",
                                 head_dims=(64, 128), dtypes=("fp16", "bf16"),
@@ -195,6 +196,9 @@ def test_a_deterministic_mode_is_never_the_default_backward_stage():
     line = [stage("09a", None), stage("09f", "09a")]
     det = stage("09h", "09f", deterministic_mode=True)
     for tree in (line + [det, stage("09g", "09f")], line + [stage("09g", "09f"), det]):
+        assert flashsteps._fastest_backward(tuple(tree), 90) == "09g"
+    child = stage("09h", "09g", deterministic_mode=True)
+    for tree in (line + [stage("09g", "09f"), child], line + [child, stage("09g", "09f")]):
         assert flashsteps._fastest_backward(tuple(tree), 90) == "09g"
     assert flashsteps._fastest_backward(tuple(line + [det]), 90) == "09f"
     marked = [s.name for s in flashsteps.stages() if s.deterministic_mode]

@@ -1,7 +1,7 @@
 // =================================================================================================
 // Stage 09f — the backward's dQ writer: stage 09e's math warpgroup beside a second warpgroup, one
 // warp of which adds each tile's dQ_i partial into global memory with the bulk reduce-add, as
-// FlashAttention-3's backward does; loads are still 09e's cp.async ring (the TMA producer is 09g).
+// FlashAttention-3's backward does; loads are still 09e's cp.async ring (09g adds the producer).
 //
 // What changed since stage 09e:
 //  * The block is two warpgroups (256 threads). Warpgroup 0 is 09e's math warpgroup, unchanged in
@@ -10,7 +10,7 @@
 //    warp 0 is left for 09g's TMA producer. A producer warpgroup, not a fifth warp: setmaxnreg
 //    moves registers between whole warpgroups only, so a fifth warp would hold the math's count
 //    (up to 228) for a loop that needs a few dozen, and FlashAttention-3 puts its TMA producer
-//    and its dQ writer in one warpgroup, as 09g will.
+//    and its dQ writer in one warpgroup, as 09g does.
 //  * Budgets: __launch_bounds__(256, 2) caps the kernel at 128 registers at launch (ptxas: 128,
 //    no spill); 128 x 24 + 128 x 232 = 32,768, a block's half of the SM; the math warpgroup's
 //    setmaxnreg.inc 232 covers 09e's math (228 at most; this stage's SASS uses up to R227).
@@ -52,8 +52,8 @@
 // and D must fit in device memory. dQ is not bitwise reproducible on a GPU (the reduce-adds of
 // the blocks of a head arrive in any order); dK and dV are. Three of warpgroup 1's warps idle,
 // and its writer waits for each reduce's read before the next (one bulk group in flight). Next:
-// Q_i, dO_i, LSE_i, D_i by TMA from warp 0 of warpgroup 1 (09g); the deterministic mode is 09h,
-// also a child of this stage. The chapter: book/chapters/stage_09f_bwd_dq_writer.md.
+// Q_i, dO_i, LSE_i, D_i by TMA from warp 0 of warpgroup 1 (09g, this stage's child); 09h, the
+// deterministic mode, is 09g's. The chapter: book/chapters/stage_09f_bwd_dq_writer.md.
 // =================================================================================================
 #include <cuda/pipeline>
 #include <cuda/ptx>

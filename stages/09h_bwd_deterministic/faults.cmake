@@ -1,7 +1,8 @@
 # stages/09h_bwd_deterministic/faults.cmake — the planted faults of 09h_bwd_deterministic: one
 # flashsteps_fault() each (emu/faults/CMakeLists.txt says what each argument means,
 # emu/faults/README.md how to run them). They sit in what this step adds: the wait before the
-# release, the turn a block waits for, and the clearing of the semaphores. 09f's faults stay 09f's.
+# release, the turn a block waits for, and the clearing of the semaphores. 09g's and 09f's faults
+# stay theirs.
 # Each runs the suite's hidden [seeds] case of the mode (the launch asks for it there).
 
 flashsteps_fault(09h_release_after_read_wait STAGE 09h_bwd_deterministic

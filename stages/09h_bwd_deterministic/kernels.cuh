@@ -1,5 +1,5 @@
 // stages/09h_bwd_deterministic/kernels.cuh — what the deterministic backward's kernels file exports
-// to its launcher: 09f's tile traits, the shared-memory opt-in and the enqueue.
+// to its launcher: 09g's tile traits, the shared-memory opt-in and the enqueue.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,21 +15,19 @@ namespace flashsteps::bwd_dq_writer {
 
 using SupportedHeadDims = HeadDims<64, 128>;
 
-/// The tile of the dQ writer kernel for dtype T at head dimension kD: stage 09e's walk and products
-/// (one math warpgroup per (head, K/V tile j) of Bc = 64 keys, walking the query tiles i of Br = 64
-/// rows, Q_i, dO_i, LSE_i, D_i in a ring of kStages cp.async slots). New: a second warpgroup, whose
-/// warp kWriterWarp adds each tile's dQ_i partial from shared memory into the fp32 accumulator with
-/// the bulk reduce-add; the math warpgroup stages the partial, 64 columns at a time, in kDqBufs
-/// buffers guarded by mbarriers (dq_full: the partial is written; dq_empty: its reduce has read
-/// it).
+/// The tile of the TMA producer kernel for dtype T at head dimension kD: stage 09f's walk, products
+/// and dQ writer (one math warpgroup per (head, K/V tile j) of Bc = 64 keys, walking the query
+/// tiles i of Br = 64 rows; warp kWriterWarp of the second warpgroup adds dQ_i's partials with the
+/// bulk reduce-add). New: warp kProducerWarp of the second warpgroup loads K_j, V_j once (kv_full)
+/// and Q_i, dO_i, LSE_i, D_i by TMA into the ring of kStages slots, each slot guarded by full[s]
+/// (expect_tx: its bytes have landed) and empty[s] (the math threads no longer read it).
 ///
-/// Shared memory (offsets from a 1024-byte aligned base): 09e's, then
-///   dQ buffers  kDqBufs x (Br, 64) fp32  in the accumulator fragments' order (dq_offset())
-///   mbarriers   dq_full[kDqBufs], dq_empty[kDqBufs]
+/// Shared memory (offsets from a 1024-byte aligned base): 09f's, then
+///   mbarriers   full[kStages], empty[kStages], kv_full after 09f's dq_full, dq_empty
 ///
 ///   D    bytes (with 1 KiB of alignment slack)   blocks per sm_90 SM (228 KiB)
-///   64   93216 (91 KiB)                           2 (09e: 3)
-///   128  142368 (139 KiB)                         1 (09e: 2)
+///   64   93256 (91 KiB)                           2 (09f: 2)
+///   128  142408 (139 KiB)                         1 (09f: 1)
 /// Registers: 256 threads, two blocks per SM asked of ptxas (__launch_bounds__(256, 2)): 128 per
 /// thread at launch; the writer's warpgroup gives back down to 24, the math warpgroup takes 232
 /// (09e's math needed at most 228, D = 128 causal).
@@ -42,9 +40,10 @@ struct BwdDqWriterTraits {
   static constexpr int Bc = 64;      // keys per block: wgmma's m for Sᵀ, dPᵀ, dK_j, dV_j
   static constexpr int kWarps = 4;   // warps of the math warpgroup
   static constexpr int kMathThreads = 32 * kWarps;
-  // Warpgroup 0 computes, warpgroup 1 holds the dQ writer (its warp kWriterWarp; warp 0 is left
-  // for a TMA producer). The math warpgroup comes first so that its thread indices are 09e's.
+  // Warpgroup 0 computes, warpgroup 1 holds the TMA producer (its warp kProducerWarp) and the dQ
+  // writer (its warp kWriterWarp). The math warpgroup comes first: its thread indices are 09e's.
   static constexpr int kThreads = 2 * kMathThreads;
+  static constexpr int kProducerWarp = 0;    // in warpgroup 1, as FlashAttention-3's producer
   static constexpr int kWriterWarp = 1;      // in warpgroup 1, as FlashAttention-3's dQ writer
   static constexpr int kMinBlocksPerSm = 2;  // __launch_bounds__: 65,536 / (256 x 2) = 128 regs
   static constexpr int kLaunchRegs = 65536 / (kThreads * kMinBlocksPerSm);
@@ -59,7 +58,6 @@ struct BwdDqWriterTraits {
   static constexpr int kDN = D / 8;    // n8 slices of the dK_j, dV_j, dQ_i accumulators (64, D)
   static constexpr int kCK = Bc / 16;        // dQ_i += dS K_j: m64n64k16 per 64 columns, k = key
   static constexpr int kElem = 2;            // bytes of fp16 and bf16
-  static constexpr int kVec = 16 / kElem;    // elements per 16-byte cp.async
   static constexpr int kSwizzleBytes = 128;  // one swizzled row of a column block
   static constexpr int kBlockCols = kSwizzleBytes / kElem;  // 64 columns per column block
   static constexpr int kAtomBytes = 8 * kSwizzleBytes;      // 1024: one swizzle atom (8 rows)
@@ -85,8 +83,13 @@ struct BwdDqWriterTraits {
   static constexpr std::size_t kDqBufBytes = std::size_t{Br} * kBlockCols * sizeof(float);
   static constexpr std::size_t kOffDQ = kOffRing + kStages * kSlotBytes;
   static constexpr std::size_t kOffBar = kOffDQ + kDqBufs * kDqBufBytes;
-  static constexpr std::size_t kSmemBytes =
-      kOffBar + 2 * kDqBufs * sizeof(std::uint64_t) + kAlignSlack;
+  // TMA's bytes per arrive.expect_tx: one ring slot (Q_i, dO_i, LSE_i, D_i; rows past Sq are
+  // zero-filled and counted), and K_j with V_j (kv_full).
+  static constexpr std::uint32_t kSlotTxBytes = 2 * Br * D * kElem + 2 * Br * sizeof(float);
+  static constexpr std::uint32_t kKVTxBytes = 2 * Bc * D * kElem;
+  // dq_full[kDqBufs], dq_empty[kDqBufs], full[kStages], empty[kStages], kv_full.
+  static constexpr int kBars = 2 * kDqBufs + 2 * kStages + 1;
+  static constexpr std::size_t kSmemBytes = kOffBar + kBars * sizeof(std::uint64_t) + kAlignSlack;
 
   static_assert(sizeof(T) == kElem, "wgmma here takes fp16 or bf16: 2-byte elements");
   static_assert(kMathThreads == 128 && Bc == 64 && Br == 64,
@@ -105,21 +108,20 @@ struct BwdDqWriterTraits {
                     kSlotBytes % kAtomBytes == 0,
                 "every column block starts on a 1024-byte swizzle atom: the descriptors' base "
                 "offset field stays 0");
-  static_assert(kOffLse % 16 == 0, "LSE_i, D_i: 4-byte cp.async into 16-byte aligned rows");
+  static_assert(kOffLse % 128 == 0 && kOffDelta % 128 == 0,
+                "LSE_i, D_i: TMA writes shared memory at 128-byte aligned addresses");
+  static_assert(Br <= 256 && Bc <= 256, "a TMA box is at most 256 rows");
+  static_assert(kSlotTxBytes == kOffDelta + Br * sizeof(float) - kOffQ,
+                "expect_tx counts exactly the bytes TMA writes into a slot");
   static_assert(kKVBlockBytes / 16 < (1u << 14) && kQBlockBytes / 16 < (1u << 14),
                 "an MN-major descriptor's leading byte offset (the next 64 columns) fits 14 bits");
   static_assert(kStages >= 2, "with one slot the next tile's copy could only start after this one");
-  static_assert(kStages - 1 <= 8,
-                "cuda::pipeline_consumer_wait_prior clamps its count at 8: a deeper ring would "
-                "wait for copies it does not need yet");
-  static_assert(D % kVec == 0 && (Br * D / kVec) % kMathThreads == 0 &&
-                    (Bc * D / kVec) % kMathThreads == 0,
-                "every thread copies the same number of 16-byte pieces of a tile");
-  static_assert(Br <= kMathThreads, "one thread copies each row's LSE and D");
   static_assert(kSmemBytes <= 227 * 1024, "fits sm_90's 227 KiB opt-in limit");
   static_assert(D == 128 || kMinBlocksPerSm * kSmemBytes <= 228 * 1024,
                 "at D = 64 two blocks fit an sm_90 SM (at D = 128 shared memory allows one)");
-  static_assert(kWriterWarp >= 0 && kWriterWarp < 4, "the writer is a warp of warpgroup 1");
+  static_assert(kWriterWarp >= 0 && kWriterWarp < 4 && kProducerWarp >= 0 && kProducerWarp < 4 &&
+                    kProducerWarp != kWriterWarp,
+                "the producer and the writer are two warps of warpgroup 1");
   static_assert(kLaunchRegs % 8 == 0 && kWriterRegs <= kLaunchRegs && kMathRegs >= kLaunchRegs,
                 "setmaxnreg: the writer's warpgroup gives back (.dec), the math one takes (.inc)");
   static_assert(kMathThreads * (kWriterRegs + kMathRegs) <= kThreads * kLaunchRegs,
@@ -142,8 +144,9 @@ struct Shape {
 };
 
 /// The workspace: dQ's fp32 accumulator, [B*H, ceil(Sq/Br)] tiles of Br x D floats each (one tile
-/// the partials of one query tile, in the order dq_offset() gives), then D = rowsum(dO ∘ O), fp32
-/// [B*H, Sq], then the deterministic mode's semaphores, int [B*H, ceil(Sq/Br)].
+/// the partials of one query tile, in the order dq_offset() gives), then D = rowsum(dO ∘ O) and a
+/// copy of LSE, fp32 [B*H, ceil(Sq/Br)·Br] each (0 past Sq): rows of whole tiles for TMA; then the
+/// deterministic mode's semaphores, int [B*H, ceil(Sq/Br)].
 std::int64_t workspace_bytes(const Shape& shape, std::int64_t head_dim);
 
 /// Raises the fused kernel's dynamic shared-memory limit to what it uses (cudaFuncSetAttribute),

@@ -1,6 +1,6 @@
-// stages/09h_bwd_deterministic/launcher.cu — 09f's backward with a deterministic mode, as a
+// stages/09h_bwd_deterministic/launcher.cu — 09g's backward with a deterministic mode, as a
 // flashsteps::Stage of kind backward: limits (compute capability 9.0 only), workspace, the
-// shared-memory opt-in, the alignment its 16-byte copies need, and the one place the runtime dtype,
+// shared-memory opt-in, the alignment its tensor maps need, and the one place the runtime dtype,
 // head dim and causal flag become template arguments.
 #include <cstdint>
 #include <stdexcept>
@@ -86,7 +86,7 @@ class BwdDqWriterStage final : public Stage {
   }
 
   void launch(const Problem& p, const AttentionArgs& args, cudaStream_t stream) const override {
-    // Q, K, V and dO move in 16-byte cp.async pieces.
+    // Q, K, V and dO are read through tensor maps: 16-byte aligned bases (TMA's rule).
     require_aligned(name(), args, 16);
     if (reinterpret_cast<std::uintptr_t>(args.dout) % 16 != 0)
       throw std::invalid_argument(std::string(name()) + ": dO must be 16-byte aligned");

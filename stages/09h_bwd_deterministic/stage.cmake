@@ -1,16 +1,16 @@
 # The manifest of this stage: its place in the stage tree and what the build, tests, bench, book
 # and scripts know of it (flashsteps_stage(), in stages/flashsteps_add_stage.cmake). A child of
-# 09f, of kind backward; built for sm_90a only (wgmma, setmaxnreg); its threads wait on mbarriers
-# and, in the deterministic mode, on a semaphore in global memory, so its suite links a build with
-# the watchdog on.
+# 09g (09f's before 09g existed), of kind backward; built for sm_90a only (wgmma, setmaxnreg,
+# TMA); its threads wait on mbarriers and, in the deterministic mode, on a semaphore in global
+# memory, so its suite links a build with the watchdog on.
 flashsteps_stage(
-  PARENT 09f_bwd_dq_writer
+  PARENT 09g_bwd_tma_producer
   KIND backward
   PART backward
   ARCHS 90a
   WATCHDOG
   TITLE "A deterministic backward: dQ added in the order of the key tiles"
-  TEACHES "09f with FlashAttention-3's deterministic mode, chosen at launch (--deterministic): a per-query-tile semaphore in global memory, cleared by the preprocess; the dQ writer of key tile j waits (ld.acquire, __nanosleep) until the tile's semaphore says j, reduce-adds, waits for the adds' full completion (cp.async.bulk.wait_group 0, not .read) and releases j + 1 (st.release); why the order cannot deadlock given the order blocks are dispatched in; sm_90a")
+  TEACHES "09g with FlashAttention-3's deterministic mode, chosen at launch (--deterministic): a per-query-tile semaphore in global memory, cleared by the preprocess; the dQ writer of key tile j waits (ld.acquire, __nanosleep) until the tile's semaphore says j, reduce-adds, waits for the adds' full completion (cp.async.bulk.wait_group 0, not .read) and releases j + 1 (st.release); why the order cannot deadlock given the order blocks are dispatched in; sm_90a")
 
 # The mode on the emulator (emu.09h_bwd_deterministic itself runs the suite with the mode off,
 # the parent's behaviour):
