@@ -29,3 +29,19 @@ if(TARGET test_emu_09h_bwd_deterministic)
   set_tests_properties(emu.09h_bwd_deterministic.seeds PROPERTIES LABELS "cpu;emu"
     FAIL_REGULAR_EXPRESSION "${FLASHSTEPS_CATCH_FAIL}")
 endif()
+
+# And the mode under ThreadSanitizer (emu.tsan.09h_bwd_deterministic runs it off): the writer's
+# semaphore waits park blocks. emu/sanitize.cmake adds the stage's sanitizer builds at the end of
+# the top-level directory, so this test is added after them.
+function(_fs_09h_tsan_mode)
+  if(TARGET test_emu_09h_bwd_deterministic_tsan)
+    add_test(NAME emu.tsan.09h_bwd_deterministic.mode COMMAND test_emu_09h_bwd_deterministic_tsan
+             "${FSEMU_SANITIZER_CASES}" ${FLASHSTEPS_CATCH_ARGS})
+    set_tests_properties(emu.tsan.09h_bwd_deterministic.mode PROPERTIES
+      LABELS "cpu;emu;sanitizer" ENVIRONMENT "${FSEMU_SANITIZER_ENV};FLASHSTEPS_DETERMINISTIC=1"
+      FAIL_REGULAR_EXPRESSION "${FLASHSTEPS_CATCH_FAIL};Sanitizer")
+  endif()
+endfunction()
+if(NOT CMAKE_SCRIPT_MODE_FILE)
+  cmake_language(DEFER DIRECTORY "${PROJECT_SOURCE_DIR}" CALL _fs_09h_tsan_mode)
+endif()
