@@ -201,6 +201,7 @@ function(_fsemu_add_sanitized_stages)
       set(test test_emu_${name}_${san})
       add_executable(${test} $<TARGET_OBJECTS:fs_emu_gpu_suite_obj>)
       target_link_libraries(${test} PRIVATE fs_emu_stage_${name}_${san} flashsteps::catch2)
+      _flashsteps_needs_ptxas_report(${name} ${test})
       set_target_properties(${test} PROPERTIES
                             RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/tests/sanitize")
       add_test(NAME emu.${san}.${name}

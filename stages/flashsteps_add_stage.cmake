@@ -414,6 +414,19 @@ function(_flashsteps_add_sass_overlap_tests name parent)
     FAIL_REGULAR_EXPRESSION "overlap: ok:|no steady-state tile body|sass-trips: needs")
 endfunction()
 
+# An emulated sm_90a kernel that runs setmaxnreg is launched with the registers ptxas gave it
+# (emu/src/registers.cpp reads <build>/resources/<stage>.ptxas.txt, which the stage library's
+# build writes): the emulated binaries of an ARCHS-90a stage depend on that library, so that
+# building one of them alone builds its report too.
+function(_flashsteps_needs_ptxas_report name)
+  get_property(archs GLOBAL PROPERTY FLASHSTEPS_STAGE_ARCHS_${name})
+  if("90a" IN_LIST archs AND TARGET fs_stage_${name})
+    foreach(target IN LISTS ARGN)
+      add_dependencies(${target} fs_stage_${name})
+    endforeach()
+  endif()
+endfunction()
+
 # The stage for the CPU emulator (emu/CMakeLists.txt): the same sources compiled by the host
 # compiler, its GPU suite (test_emu_<name>, ctest emu.<name>) and its runner
 # (stages/emulated/stageNN[x], which `stageNN[x] --emulate` runs).
@@ -435,6 +448,7 @@ function(_flashsteps_add_emulated_stage name runner dir)
   add_dependencies(${runner} ${runner}_emulated)
   add_executable(test_emu_${name} $<TARGET_OBJECTS:fs_emu_gpu_suite_obj>)
   target_link_libraries(test_emu_${name} PRIVATE ${lib} fs_emu_common flashsteps::catch2)
+  _flashsteps_needs_ptxas_report(${name} ${runner}_emulated test_emu_${name})
   set_target_properties(test_emu_${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/tests")
   add_test(NAME emu.${name} COMMAND test_emu_${name} ${FLASHSTEPS_CATCH_ARGS})
   # COST: among the longest tests, started early (tests/CMakeLists.txt, emu.profile.compare's COST).
