@@ -488,6 +488,42 @@ def compiler_tools():
     return nvcc, nvdisasm
 
 
+def disassemble(nvdisasm, cubin):
+    """`nvdisasm -gi -c cubin`'s output. The disassembly of a build's cubin (<build>/ptx/<stage>.
+    cubin) is kept beside it (<build>/ptx/nvdisasm/<stage>.gi.txt) for the other readers of the
+    same cubin (CTest emu.sass.trips, the book's model ledger and pictures, sass.overlap.<stage>:
+    each disassembled every cubin again), under a first line with the SHA-256 of the cubin, of
+    the nvdisasm binary and of the text that follows: it is read only when all three match, so a
+    cubin rebuilt, another nvdisasm or an edited copy is disassembled again, never trusted."""
+    import hashlib
+
+    def sha(data):
+        return hashlib.sha256(data).hexdigest()
+
+    with open(cubin, "rb") as f:
+        key = sha(f.read())
+    with open(nvdisasm, "rb") as f:
+        tool = sha(f.read())
+    folder = os.path.join(os.path.dirname(os.path.abspath(cubin)), "nvdisasm")
+    kept = os.path.join(folder, os.path.basename(cubin)[:-len(".cubin")] + ".gi.txt")
+    build_cubin = (cubin.endswith(".cubin")
+                   and os.path.basename(os.path.dirname(os.path.abspath(cubin))) == "ptx")
+    if build_cubin and os.path.exists(kept):
+        with open(kept, encoding="utf-8") as f:
+            head, _, text = f.read().partition("\n")
+        if head == f"# nvdisasm -gi cubin {key} tool {tool} text {sha(text.encode())}":
+            return text
+    text = subprocess.run([nvdisasm, "-gi", "-c", cubin], capture_output=True, text=True,
+                          check=True).stdout
+    if build_cubin:
+        os.makedirs(folder, exist_ok=True)
+        tmp = f"{kept}.{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(f"# nvdisasm -gi cubin {key} tool {tool} text {sha(text.encode())}\n{text}")
+        os.replace(tmp, kept)
+    return text
+
+
 def demangle(names):
     out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True,
                          check=True).stdout.split("\n")
@@ -910,8 +946,7 @@ def check(a):
                 t0 = time.time()
                 compile_cubin(nvcc, st["dir"], cubin)
                 total_compile += time.time() - t0
-            dis = subprocess.run([nvdisasm, "-gi", "-c", cubin], capture_output=True, text=True,
-                                 check=True).stdout
+            dis = disassemble(nvdisasm, cubin)
             funcs = parse_functions(dis)
             # The census of the whole binary against the run's (same classes as bench/bundle.sh).
             committed = os.path.join(a.run, f"sass_{measured}.txt")
@@ -1077,8 +1112,7 @@ def overlap(a):
         cubin = a.cubin or os.path.join(work, "kernels.cubin")
         if not a.cubin:
             compile_cubin(nvcc, a.stage_dir, cubin)
-        dis = subprocess.run([nvdisasm, "-gi", "-c", cubin], capture_output=True, text=True,
-                             check=True).stdout
+        dis = disassemble(nvdisasm, cubin)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     funcs = parse_functions(dis)
