@@ -29,7 +29,8 @@ set -euo pipefail
 die() { echo "emu-profile.sh: $*" >&2; exit 1; }
 usage_error() {
   echo "emu-profile.sh: $*" >&2
-  echo "usage: bench/emu-profile.sh [--blocks N] [--logs] <emulated-runner-dir> <run-dir> <out-dir>" >&2
+  echo "usage: bench/emu-profile.sh [--blocks N] [--logs] <emulated-runner-dir> <run-dir>" \
+    "<out-dir>" >&2
   exit 2
 }
 

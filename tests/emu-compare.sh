@@ -53,7 +53,8 @@ if [[ -n $emulated ]]; then
   # The emulation of CTest emu.profile.run (--emulate-into): its CSVs and provenance, read as the
   # comparison's own.
   ls "$emulated"/emu_*.csv >/dev/null 2>&1 ||
-    { echo "emu-compare.sh: $emulated holds no emu_*.csv (run tests/emu-compare.sh --emulate-into)" >&2; exit 1; }
+    { echo "emu-compare.sh: $emulated holds no emu_*.csv (tests/emu-compare.sh --emulate-into)" >&2
+      exit 1; }
   cp "$emulated"/emu_*.csv "$emulated"/emu_*.provenance.txt "$work"/
 else
   start=$(date +%s)
