@@ -4,7 +4,7 @@
 # runner arguments (from ncu_<stage>.provenance.txt) and --profile, and writes emu_<stage>.csv
 # in the same CSV layout (marked emulated), with emu_<stage>.provenance.txt beside it.
 #
-#   bench/emu-profile.sh [--blocks N] <emulated-runner-dir> <run-dir> <out-dir>
+#   bench/emu-profile.sh [--blocks N] [--logs] <emulated-runner-dir> <run-dir> <out-dir>
 #
 #   e.g. bench/emu-profile.sh build/cpu/stages/emulated book/data/h100-80gb-hbm3/<run> \
 #            book/data/h100-80gb-hbm3/<run>/emulated     (where fs_table looks for them)
@@ -20,17 +20,22 @@
 # stage's counts at 2 blocks were byte for byte those at 4 when the default changed; the
 # provenance file records N and each launch's scale. `fs_table emu-compare` compares the result
 # with the profiles.
+# --logs: also keep each runner's whole output as emu_<stage>.log (every --profile line, the
+# instruction classes the CSV leaves out too), for bench/sass-trips.py check --emulated (CTest
+# emu.profile.run writes them, emu.sass.trips reads them: the same runs, not emulated twice).
 # Exit codes: 0 ok, 1 a runner failed, 2 bad arguments.
 set -euo pipefail
 
 die() { echo "emu-profile.sh: $*" >&2; exit 1; }
 usage_error() {
   echo "emu-profile.sh: $*" >&2
-  echo "usage: bench/emu-profile.sh [--blocks N] <emulated-runner-dir> <run-dir> <out-dir>" >&2
+  echo "usage: bench/emu-profile.sh [--blocks N] [--logs] <emulated-runner-dir> <run-dir>" \
+    "<out-dir>" >&2
   exit 2
 }
 
 blocks=2
+logs=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --blocks)
@@ -38,6 +43,7 @@ while [[ $# -gt 0 ]]; do
       blocks=$2
       shift 2
       ;;
+    --logs) logs=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; exit 0 ;;
     -*) usage_error "unknown option $1" ;;
     *) break ;;
@@ -87,6 +93,7 @@ emulate() {
     die "$runner failed"
   fi
   end=$(date +%s.%N)
+  if ((logs)); then printf '%s\n' "$log" >"$out/emu_$stage.log"; fi
   {
     echo "# emulated counts, written by bench/emu-profile.sh (not a GPU measurement)"
     echo "csv: $(basename "$csv")"

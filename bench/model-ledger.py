@@ -39,7 +39,6 @@ import importlib.util
 import json
 import os
 import re
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -104,8 +103,7 @@ def kernel_key(demangled):
 
 
 def stage_budget(cubin, nvdisasm):
-    dis = subprocess.run([nvdisasm, "-gi", "-c", cubin], capture_output=True, text=True,
-                         check=True).stdout
+    dis = sass.disassemble(nvdisasm, cubin)
     funcs = sass.parse_functions(dis)
     names = sass.demangle(list(funcs))
     out = {}

@@ -16,6 +16,8 @@ the emulator), says how often each loop runs at the profile's shape and how many
     bench/sass-trips.py check --build build/cpu --run book/data/<gpu>/<run> [--out FILE] [--stage S]
                               [--expect FILE]    # also fail unless the comparison is FILE's
                               [--cubins DIR]     # <DIR>/<stage>.cubin instead of compiling
+                              [--emulated DIR]   # the emulated runs bench/emu-profile.sh --logs
+                                                 # wrote into DIR instead of running them
     bench/sass-trips.py markdown FILE         # the book's table (book/generate.cmake)
     bench/sass-trips.py overlap STAGE_DIR [--cubin FILE]  # the softmax between the two waits (08a)
 
@@ -24,7 +26,11 @@ over the binary and compares it with the run's sass_<stage>.txt (the same classe
 counts; profiled stages only), runs the emulated runner (<build>/stages/emulated) at the profile's
 shape with --profile, and compares per class. A stage the run did not profile is run at the shape
 of its nearest profiled ancestor ("parent" in stages.json, files under MEASURED_AS names) and
-marked so in the comparison; one with no profiled ancestor is skipped. --cubins: take each
+marked so in the comparison; one with no profiled ancestor is skipped. --emulated: read each
+stage's emulated run from DIR (emu_<stage>.log of bench/emu-profile.sh --logs, the same runner and
+arguments, which its provenance must name; CTest emu.profile.run writes it for emu.sass.trips and
+emu.profile.compare) instead of running it; its --profile-blocks (2) scales as exactly as this
+script's own 4 do, every block doing the same work at the profiles' shapes. --cubins: take each
 stage's cubin from the build (<build>/ptx/<stage>.cubin, which tests/ptx-manifest.sh --cubin makes
 from the PTX it hashes: the same compile) instead of compiling it here. Exit 1 when a class leaves
 its band (exact: always for tensor, ldmatrix and TMA, and for every other class unless a model's
@@ -482,6 +488,42 @@ def compiler_tools():
     return nvcc, nvdisasm
 
 
+def disassemble(nvdisasm, cubin):
+    """`nvdisasm -gi -c cubin`'s output. The disassembly of a build's cubin (<build>/ptx/<stage>.
+    cubin) is kept beside it (<build>/ptx/nvdisasm/<stage>.gi.txt) for the other readers of the
+    same cubin (CTest emu.sass.trips, the book's model ledger and pictures, sass.overlap.<stage>:
+    each disassembled every cubin again), under a first line with the SHA-256 of the cubin, of
+    the nvdisasm binary and of the text that follows: it is read only when all three match, so a
+    cubin rebuilt, another nvdisasm or an edited copy is disassembled again, never trusted."""
+    import hashlib
+
+    def sha(data):
+        return hashlib.sha256(data).hexdigest()
+
+    with open(cubin, "rb") as f:
+        key = sha(f.read())
+    with open(nvdisasm, "rb") as f:
+        tool = sha(f.read())
+    folder = os.path.join(os.path.dirname(os.path.abspath(cubin)), "nvdisasm")
+    kept = os.path.join(folder, os.path.basename(cubin)[:-len(".cubin")] + ".gi.txt")
+    build_cubin = (cubin.endswith(".cubin")
+                   and os.path.basename(os.path.dirname(os.path.abspath(cubin))) == "ptx")
+    if build_cubin and os.path.exists(kept):
+        with open(kept, encoding="utf-8") as f:
+            head, _, text = f.read().partition("\n")
+        if head == f"# nvdisasm -gi cubin {key} tool {tool} text {sha(text.encode())}":
+            return text
+    text = subprocess.run([nvdisasm, "-gi", "-c", cubin], capture_output=True, text=True,
+                          check=True).stdout
+    if build_cubin:
+        os.makedirs(folder, exist_ok=True)
+        tmp = f"{kept}.{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(f"# nvdisasm -gi cubin {key} tool {tool} text {sha(text.encode())}\n{text}")
+        os.replace(tmp, kept)
+    return text
+
+
 def demangle(names):
     out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True,
                          check=True).stdout.split("\n")
@@ -677,13 +719,35 @@ def read_census(path):
     return counts
 
 
-def emulated_counts(runner, args):
-    out = subprocess.run([runner] + args + ["--profile", "--profile-blocks", "4"],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(f"{runner} failed:\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
+def emulated_counts(runner, args, emulated=None, name=None):
+    """[(kernel, {inst.<class>: count})] of the runner's --profile at these arguments: run here,
+    or, with `emulated` (a folder of bench/emu-profile.sh --logs: CTest emu.profile.run's), read
+    from <emulated>/emu_<name>.log, after checking that its provenance names the same runner and
+    arguments."""
+    if emulated is None:
+        out = subprocess.run([runner] + args + ["--profile", "--profile-blocks", "4"],
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"{runner} failed:\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
+        text = out.stdout
+    else:
+        prov_path = os.path.join(emulated, f"emu_{name}.provenance.txt")
+        log_path = os.path.join(emulated, f"emu_{name}.log")
+        if not os.path.exists(prov_path) or not os.path.exists(log_path):
+            raise RuntimeError(f"no {log_path} (and its provenance): run bench/emu-profile.sh "
+                               f"--logs into {emulated} (CTest emu.profile.run)")
+        with open(prov_path, encoding="utf-8") as f:
+            prov = f.read()
+        ran = re.search(r"^runner: (\S+)", prov, re.M)
+        ran_args = re.search(r"^runner_args: (.*?) --profile --profile-blocks \d+$", prov, re.M)
+        if (ran is None or ran.group(1) != os.path.basename(runner) or ran_args is None
+                or ran_args.group(1).split() != args):
+            raise RuntimeError(f"{prov_path} is not a run of {os.path.basename(runner)} "
+                               f"{' '.join(args)} --profile")
+        with open(log_path, encoding="utf-8") as f:
+            text = f.read()
     kernels = []
-    for line in out.stdout.split("\n"):
+    for line in text.split("\n"):
         m = re.match(r"profile\s+kernel \d+: (.*)$", line)
         if m:
             kernels.append((m.group(1), {}))
@@ -883,8 +947,7 @@ def check(a):
                 t0 = time.time()
                 compile_cubin(nvcc, st["dir"], cubin)
                 total_compile += time.time() - t0
-            dis = subprocess.run([nvdisasm, "-gi", "-c", cubin], capture_output=True, text=True,
-                                 check=True).stdout
+            dis = disassemble(nvdisasm, cubin)
             funcs = parse_functions(dis)
             # The census of the whole binary against the run's (same classes as bench/bundle.sh).
             committed = os.path.join(a.run, f"sass_{measured}.txt")
@@ -935,7 +998,7 @@ def check(a):
                 print(f"{name}: {m}")
                 status = 1
             emu = emulated_counts(os.path.join(build, "stages", "emulated", runners[name]),
-                                  args)
+                                  args, a.emulated, measured)
             emu = [c for k, c in emu if template_name(k).endswith(model["kernel"])]
             if len(emu) != 1:
                 print(f"{name}: the emulated run launched {len(emu)} kernels {model['kernel']}")
@@ -1050,8 +1113,7 @@ def overlap(a):
         cubin = a.cubin or os.path.join(work, "kernels.cubin")
         if not a.cubin:
             compile_cubin(nvcc, a.stage_dir, cubin)
-        dis = subprocess.run([nvdisasm, "-gi", "-c", cubin], capture_output=True, text=True,
-                             check=True).stdout
+        dis = disassemble(nvdisasm, cubin)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     funcs = parse_functions(dis)
@@ -1139,6 +1201,8 @@ def main():
     c.add_argument("--stage", action="append")
     c.add_argument("--expect")
     c.add_argument("--cubins")
+    c.add_argument("--emulated", help="read the emulated runs from this folder of "
+                   "bench/emu-profile.sh --logs (CTest emu.profile.run's) instead of running them")
     m = sub.add_parser("markdown")
     m.add_argument("file")
     o = sub.add_parser("overlap")

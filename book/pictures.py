@@ -426,8 +426,7 @@ def tile_body(mod, cubin, want):
     _, nvdisasm = mod.compiler_tools()
     if not nvdisasm:
         raise PictureError("no nvdisasm (tests/install-deps.sh puts it in build/venv)")
-    dis = subprocess.run([nvdisasm, "-gi", "-c", cubin], capture_output=True, text=True,
-                         check=True).stdout
+    dis = mod.disassemble(nvdisasm, cubin)
     funcs = mod.parse_functions(dis)
     names = mod.demangle(list(funcs))
     picked = [m for m in funcs if re.search(want, mod.template_name(names[m]))]

@@ -203,7 +203,7 @@ chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 ALL="$all" TESTS="$tests"
       ((${#targets[@]})) || [[ -n $TESTS ]] ||
         { echo "debian13-check: no target found for the cpu tests" >&2; exit 1; }
       if [[ -z $TESTS ]]; then
-        # Two tests need binaries no test command names: emu.profile.compare runs every emulated
+        # Two tests need binaries no test command names: emu.profile.run runs every emulated
         # runner through tests/emu-compare.sh, and readme.status reads the PTX hashes of every
         # stage (targets ptx_<stage>, ptx_measured). Runners are named by the stage tree.
         mapfile -t -O "${#targets[@]}" targets < <(

@@ -8,25 +8,60 @@
 # nearest profiled ancestor's shape; no profile to compare them with, so no band applies). Every
 # emu_*.csv committed must be one the script writes now (none left over from a removed stage).
 #
-#   tests/emu-compare.sh <fs_table> <emulated-runner-dir>
+#   tests/emu-compare.sh [--emulated DIR] <fs_table> <emulated-runner-dir>
+#   tests/emu-compare.sh --emulate-into DIR <emulated-runner-dir>
+#
+# --emulate-into (CTest emu.profile.run, the fixture emu_profile): only emulate, into DIR (emptied
+# first), with each runner's whole output kept (bench/emu-profile.sh --logs), for the tests that
+# read the same runs: this one with --emulated DIR (emu.profile.compare) and bench/sass-trips.py
+# check --emulated DIR (emu.sass.trips). Without --emulated the comparison emulates for itself.
 #
 # Regenerate the committed counts after a change to the emulator's counting or to a stage with
 #   bench/emu-profile.sh <build>/stages/emulated book/data/<CURRENT's run> \
 #       book/data/<CURRENT's run>/emulated
 set -euo pipefail
 
-[[ $# -eq 2 ]] || { echo "usage: tests/emu-compare.sh <fs_table> <emulated-runner-dir>" >&2; exit 2; }
-fs_table=$1
-runners=$2
+usage() {
+  echo "usage: tests/emu-compare.sh [--emulated DIR] <fs_table> <emulated-runner-dir>" >&2
+  echo "       tests/emu-compare.sh --emulate-into DIR <emulated-runner-dir>" >&2
+  exit 2
+}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 run="$root/book/data/$(head -n 1 "$root/book/data/CURRENT")"
+emulated=""
+if [[ ${1:-} == --emulate-into ]]; then
+  [[ $# -eq 3 ]] || usage
+  rm -rf "$2"
+  mkdir -p "$2"
+  start=$(date +%s)
+  "$root/bench/emu-profile.sh" --logs "$3" "$run" "$2" >/dev/null
+  echo "emulated every stage at its (or its nearest profiled ancestor's) profile's shape into $2" \
+    "in $(($(date +%s) - start)) s"
+  exit 0
+elif [[ ${1:-} == --emulated ]]; then
+  [[ $# -eq 4 ]] || usage
+  emulated=$2
+  shift 2
+fi
+[[ $# -eq 2 ]] || usage
+fs_table=$1
+runners=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-start=$(date +%s)
-"$root/bench/emu-profile.sh" "$runners" "$run" "$work" >/dev/null
-echo "emulated every stage at its (or its nearest profiled ancestor's) profile's shape in" \
-  "$(($(date +%s) - start)) s"
+if [[ -n $emulated ]]; then
+  # The emulation of CTest emu.profile.run (--emulate-into): its CSVs and provenance, read as the
+  # comparison's own.
+  ls "$emulated"/emu_*.csv >/dev/null 2>&1 ||
+    { echo "emu-compare.sh: $emulated holds no emu_*.csv (tests/emu-compare.sh --emulate-into)" >&2
+      exit 1; }
+  cp "$emulated"/emu_*.csv "$emulated"/emu_*.provenance.txt "$work"/
+else
+  start=$(date +%s)
+  "$root/bench/emu-profile.sh" "$runners" "$run" "$work" >/dev/null
+  echo "emulated every stage at its (or its nearest profiled ancestor's) profile's shape in" \
+    "$(($(date +%s) - start)) s"
+fi
 
 status=0
 "$fs_table" emu-compare "$run" --emu-dir "$work" || status=1
