@@ -149,11 +149,11 @@ constexpr DType kDtypes[] = {DType::fp16, DType::bf16};
 // time, each (shape, D, mask) runs in one dtype, alternating with the shape, the head dim and the
 // mask: every shape still meets both dtypes, both head dims and both masks, every pair of those
 // factors is run, and each of a stage's kernel variants (dtype, D, mask) meets every other shape.
-bool in_cross(DType t, std::size_t shape, std::int64_t d, bool causal) {
+bool in_cross([[maybe_unused]] DType t, [[maybe_unused]] std::size_t shape,
+              [[maybe_unused]] std::int64_t d, [[maybe_unused]] bool causal) {
 #if defined(FLASHSTEPS_EMULATED_BUILD)
   return t == kDtypes[(shape + (d == 128 ? 1 : 0) + (causal ? 1 : 0)) % 2];
 #else
-  (void)t, (void)shape, (void)d, (void)causal;
   return true;
 #endif
 }
