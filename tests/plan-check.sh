@@ -26,7 +26,7 @@ cp "$root/bench/stage_tree.py" "$root/bench/sdpa/sdpa_bench.py" "$root/bench/pro
   "$root/bench/sm-clock.sh" "$root/bench/ncu-metrics.txt" "$work/scripts/"
 fields=$(python3 "$root/bench/stage_tree.py" "$tree" field role,kind,runner,part)
 stand_in=$root/tests/cli/fake-gpu/stand-in-binary
-for f in test_cpu bench_peaks fs_table $(awk -F'\t' '{ print $4, "test_" $1, "bench_" $1 }' <<<"$fields"); do
+for f in test_cpu fs_gpu_suite bench_peaks fs_table $(awk -F'\t' '{ print $4, "test_" $1, "bench_" $1 }' <<<"$fields"); do
   install -m 755 "$stand_in" "$work/bin/$f"
 done
 forward=$(awk -F'\t' '$2 == "stage" && $3 == "forward" { print $1 }' <<<"$fields")
