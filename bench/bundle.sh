@@ -5,8 +5,9 @@
 #   OUT/run.sh, run.py  the GPU steps, planned against a budget (./run.sh --help, --dry-run)
 #   OUT/stages.json     the stage tree the build wrote: every name, runner, parent and arch the
 #                       run reads (scripts/stage_tree.py reads it)
-#   OUT/bin/            every stage runner, baseline_cublas, test_<stage>, test_cpu,
-#                       bench_<stage>, bench_peaks, fs_table — stripped
+#   OUT/bin/            every stage runner, baseline_cublas, test_<stage>, fs_gpu_suite (the GPU
+#                       suite each test_<stage> execs), test_cpu, bench_<stage>, bench_peaks,
+#                       fs_table — stripped
 #   OUT/lib/            the shared libraries the binaries load through their RUNPATH $ORIGIN/../lib,
 #                       found with ldd: each stage's (libfs_stage_<stage>.so), the shared harness
 #                       (libflashsteps_*.so), and those a CUDA host may lack (Google Benchmark's);
@@ -90,7 +91,7 @@ if [[ -n $configure_only ]]; then
   exit 0
 elif [[ -n $from ]]; then
   # Nothing is built: every file the bundle takes must be there already.
-  wanted=(tests/test_cpu bench/bench_peaks bench/fs_table)
+  wanted=(tests/test_cpu tests/fs_gpu_suite bench/bench_peaks bench/fs_table)
   for n in "${names[@]}"; do
     wanted+=("stages/${runner[$n]}" "tests/test_$n" "bench/bench_$n" "resources/$n.ptxas.txt")
   done
@@ -100,7 +101,7 @@ elif [[ -n $from ]]; then
 elif [[ -z $only ]]; then
   cmake --build "$build" -j"$(nproc)"
 else
-  targets=(test_cpu bench_peaks fs_table)
+  targets=(test_cpu fs_gpu_suite bench_peaks fs_table)
   for n in "${names[@]}"; do targets+=("${runner[$n]}" "test_$n" "bench_$n" "ptx_$n"); done
   cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 fi
@@ -119,7 +120,8 @@ for n in "${names[@]}"; do
 done
 command -v cuobjdump >/dev/null ||
   echo "bundle.sh: cuobjdump not found: the SASS reports (reports/*.sass.txt) are not written"
-cp "$build/tests/test_cpu" "$build/bench/bench_peaks" "$build/bench/fs_table" "$out/bin/"
+cp "$build/tests/test_cpu" "$build/tests/fs_gpu_suite" "$build/bench/bench_peaks" \
+  "$build/bench/fs_table" "$out/bin/"
 strip "$out"/bin/*
 
 # Shared libraries outside the C/C++ runtime and the CUDA toolkit: copied to lib/, where the

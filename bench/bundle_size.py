@@ -19,7 +19,8 @@ tests/bundle-check.sh --tree-bound, with the committed book/data/bundle_sm_90a.t
         Rewrites README's generated line on the bundle's size from a `measure` TSV.
 
 Why the bound holds for every stage. A stage adds to the bundle exactly its files: the runner,
-test and bench binaries (main() alone: the harness is in the shared libraries of the fixed part),
+test and bench binaries (main() alone: the harness is in the fixed part, the runner's and the
+bench's shared libraries and bin/fs_gpu_suite, the one suite executable every test_<stage> execs),
 lib/libfs_stage_<stage>.so, with a WATCHDOG stage lib/libfs_stage_<stage>_checked.so, and its two
 reports. Each file is bounded on its own: its host part is the file from BUILD, stripped as
 bundle.sh strips it, less its .nv_fatbin section (the host code does not depend on the CUDA

@@ -433,6 +433,8 @@ def needed_files(root, jobs):
     out = [os.path.join(root, "bin", "fs_table"), os.path.join(root, "scripts", "sm-clock.sh")]
     if any(j.picked and j.step == "profile" for j in jobs):
         out.append(os.path.join(root, "scripts", "ncu-metrics.txt"))
+    # Every test_<stage> execs the one suite executable next to it (tests/gpu/launcher.cpp).
+    suite = os.path.join(root, "bin", "fs_gpu_suite")
     for j in jobs:
         if not j.picked:
             continue
@@ -440,6 +442,9 @@ def needed_files(root, jobs):
             for w in c:
                 if os.path.isabs(w) and w not in out:
                     out.append(w)
+                name = os.path.basename(w)
+                if name.startswith("test_") and name != "test_cpu" and suite not in out:
+                    out.append(suite)
     return out
 
 

@@ -16,8 +16,9 @@
 #                     stage06c); a baseline keeps its name
 #   test_<name>       the shared GPU suite (tests/gpu) run on this stage; exit 77 = skipped
 #   bench_<name>      the shared Google Benchmark harness (bench/harness.cpp) on this stage
-# Each of the three is main() alone, linking the stage's and the harness's shared libraries
-# (CONTRIBUTING.md, "One harness, shared").
+# Each of the three is main() alone, linking the stage's shared library: the runner and the bench
+# link the harness's too, and test_<name> execs the build's one suite executable, fs_gpu_suite,
+# which loads the stage's library (CONTRIBUTING.md, "One harness, shared").
 # and captures the ptxas resource report (registers, shared memory, spills per kernel and arch)
 # of its CUDA sources to ${CMAKE_BINARY_DIR}/resources/<name>.ptxas.txt at build time.
 # PARENT: the stage this one builds on, declared before it, of the same KIND. Only the first stage
@@ -362,8 +363,11 @@ function(flashsteps_add_stage name)
     flashsteps_shared_library(${test_lib}_shared OBJECTS_OF ${test_lib}
                               LINK flashsteps_common_shared)
   endif()
-  add_executable(test_${name} $<TARGET_OBJECTS:flashsteps_gpu_suite_main>)
-  target_link_libraries(test_${name} PRIVATE ${test_lib}_shared flashsteps_gpu_suite)
+  # test_<stage> execs the build's one suite executable with its library (tests/CMakeLists.txt).
+  target_sources(${test_lib}_shared PRIVATE $<TARGET_OBJECTS:flashsteps_stage_entry>)
+  add_executable(test_${name} $<TARGET_OBJECTS:flashsteps_gpu_launcher>)
+  target_link_libraries(test_${name} PRIVATE ${test_lib}_shared ${CMAKE_DL_LIBS})
+  add_dependencies(test_${name} fs_gpu_suite)
   set_target_properties(test_${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/tests")
   add_test(NAME gpu.${name} COMMAND test_${name})
   set_tests_properties(gpu.${name} PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)

@@ -62,8 +62,8 @@ plan=$("$b/run.sh" --dry-run --budget-min 9) || { rc=$?; echo "$plan"; fail "run
 echo "$plan"
 grep -q "the bundle holds every file the plan runs" <<<"$plan" || fail "the dry run's verdict is missing"
 
-# The moved binaries load their libraries from the bundle and answer as in the build. A suite's
-# test cases register when it loads the shared suite library: with query_device() answered by a
+# The moved binaries load their libraries from the bundle and answer as in the build. Each
+# test_<stage> execs bin/fs_gpu_suite on its stage library: with query_device() answered by a
 # stand-in sm_90 (tests/cli/fake-gpu/query_device.cpp, preloaded), each stage's suite lists them.
 fake_device=$work/fake_device.so
 g++ -std=c++20 -shared -fPIC -I"$root/common/include" -I/usr/local/cuda/include \
@@ -119,6 +119,19 @@ if out=$("$b/run.sh" --dry-run --budget-min 9 2>&1); then
 fi
 grep -qF "the bundle lacks bin/test_${bundled[0]}" <<<"$out" || fail "the missing file was not named"
 mv "$victim.away" "$victim"
+# Every test_<stage> execs the bundle's one suite executable, bin/fs_gpu_suite: without it the
+# plan is refused, naming it, and a test binary refuses, naming its path, with no skip's 77.
+suite=$b/bin/fs_gpu_suite
+mv "$suite" "$suite.away"
+if out=$("$b/run.sh" --dry-run --budget-min 9 2>&1); then
+  fail "run.sh --dry-run passed with $suite missing"
+fi
+grep -qF "the bundle lacks bin/fs_gpu_suite" <<<"$out" || fail "the missing suite was not named"
+rc=0
+out=$("$b/bin/test_${bundled[0]}" 2>&1) || rc=$?
+{ ((rc != 0 && rc != 77)) && grep -q "cannot run: the GPU suite .*/bin/fs_gpu_suite does not exist" <<<"$out"; } ||
+  fail "test_${bundled[0]} without fs_gpu_suite exited $rc: $out"
+mv "$suite.away" "$suite"
 
 # A stage the bundle does not hold, or no stage at all, is refused before any plan.
 if "$b/run.sh" --dry-run --stages 99 >/dev/null 2>&1; then fail "--stages 99 was accepted"; fi

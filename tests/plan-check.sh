@@ -2,8 +2,8 @@
 # tests/plan-check.sh STAGES_JSON WORK — bench/run.py's plans on a stand-in bundle that holds the
 # scripts, the build's stage tree, and a stand-in (tests/cli/fake-gpu/stand-in-binary) for every
 # binary a bundle of the whole tree holds (each stage's and baseline's runner, test and bench, by
-# the names the tree gives; test_cpu, bench_peaks, fs_table). Reads every stage's name and kind
-# from the tree:
+# the names the tree gives; test_cpu, fs_gpu_suite, bench_peaks, fs_table). Reads every stage's
+# name and kind from the tree:
 #   - `run.sh --dry-run --budget-min 9` of the whole tree (the quick plan of a GPU loan) succeeds:
 #     the bundle holds every file the plan runs, the estimate is within the 9 minutes, and the plan
 #     times every forward stage outside Part V and SDPA's forward in tier 0 and runs every stage's
@@ -26,7 +26,7 @@ cp "$root/bench/stage_tree.py" "$root/bench/sdpa/sdpa_bench.py" "$root/bench/pro
   "$root/bench/sm-clock.sh" "$root/bench/ncu-metrics.txt" "$work/scripts/"
 fields=$(python3 "$root/bench/stage_tree.py" "$tree" field role,kind,runner,part)
 stand_in=$root/tests/cli/fake-gpu/stand-in-binary
-for f in test_cpu bench_peaks fs_table $(awk -F'\t' '{ print $4, "test_" $1, "bench_" $1 }' <<<"$fields"); do
+for f in test_cpu fs_gpu_suite bench_peaks fs_table $(awk -F'\t' '{ print $4, "test_" $1, "bench_" $1 }' <<<"$fields"); do
   install -m 755 "$stand_in" "$work/bin/$f"
 done
 forward=$(awk -F'\t' '$2 == "stage" && $3 == "forward" { print $1 }' <<<"$fields")

@@ -1,6 +1,6 @@
-// tests/gpu/main.cpp — main() of every test_<stage> binary: the stage library linked next to it
-// provides make_stage(); the suite (its test cases, Catch2's session) is tests/gpu/suite_main.cpp
-// and suite.cpp, in a library every test binary shares.
+// tests/gpu/main.cpp — main() of every emulated suite (test_emu_<stage>, emu/CMakeLists.txt): the
+// stage linked into the binary provides make_stage(); the suite is suite_main.cpp and suite.cpp.
+// (The GPU build's test_<stage> is launcher.cpp, which execs fs_gpu_suite: suite_exe.cpp.)
 #include "suite.hpp"
 
 int main(int argc, char** argv) {

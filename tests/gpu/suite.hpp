@@ -12,8 +12,8 @@ namespace flashsteps::test {
 Stage& stage();
 const DeviceInfo& device();
 
-/// The suite on `stage`, with Catch2's command line (tests/gpu/suite_main.cpp): what main() of a
-/// test_<stage> binary returns (tests/gpu/main.cpp).
+/// The suite on `stage`, with Catch2's command line (tests/gpu/suite_main.cpp): what main() of the
+/// GPU build's fs_gpu_suite (tests/gpu/suite_exe.cpp) and of an emulated suite (main.cpp) returns.
 int suite_main(int argc, char** argv, std::unique_ptr<Stage> stage);
 
 /// The longest sequence the suite runs. On the CPU emulator (test_emu_<stage>, built with

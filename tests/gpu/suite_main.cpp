@@ -1,8 +1,9 @@
-// tests/gpu/suite_main.cpp — what main() of every test_<stage> binary runs (tests/gpu/main.cpp
-// passes it the stage its binary links). Without a GPU, or on a GPU below the stage's minimum
-// compute capability, it says why and exits 77, which ctest reports as skipped. In the GPU build
-// it is part of the shared suite library (libflashsteps_gpu_suite.so, CONTRIBUTING.md "One
-// harness, shared"), with the test cases and Catch2's session: a test binary holds only main().
+// tests/gpu/suite_main.cpp — what the GPU suite's main() runs on a stage: fs_gpu_suite's
+// (suite_exe.cpp, on the stage library a test_<stage> binary names) in the GPU build, and each
+// emulated suite's (main.cpp). Without a GPU, or on a GPU below the stage's minimum compute
+// capability, it says why and exits 77, which ctest reports as skipped. In the GPU build it is
+// linked once, into fs_gpu_suite, with the test cases and Catch2's session (CONTRIBUTING.md "One
+// harness, shared"): a test_<stage> binary holds only the launcher's main().
 #define FLASHSTEPS_CATCH_SESSION
 #include "flashsteps_catch.hpp"
 

@@ -1,7 +1,7 @@
 // tests/cli/fake-gpu/query_device.cpp — a stand-in for flashsteps::query_device() that answers an
 // sm_90 device, preloaded (LD_PRELOAD) into a test_<stage> of a bundle by tests/bundle-check.sh:
-// the suite then lists its test cases without a GPU, which shows that they register when the
-// binary loads the shared suite library (CONTRIBUTING.md, "One harness, shared").
+// the suite then lists its test cases without a GPU, which shows that they register in
+// bin/fs_gpu_suite, which the binary execs, preload kept (CONTRIBUTING.md, "One harness, shared").
 #include "flashsteps/device_info.hpp"
 namespace flashsteps {
 std::optional<DeviceInfo> query_device(int, std::string*) {
