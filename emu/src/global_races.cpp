@@ -2,8 +2,12 @@
 // (global_races.hpp).
 #include "global_races.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -31,9 +35,51 @@ struct Cell {
   std::uint8_t state;   // kRead | kWrite | kAtomic | kMany
 };
 
+static_assert(sizeof(Cell) == 8, "a Cell's all-zero bytes are Cell{}");
+
+// The cells of an allocation: one per kGrain bytes, four times the allocation's size. An anonymous
+// mapping, whose pages the kernel supplies (zero: Cell{}) only when a cell on them is first
+// written, so that a launch that writes a few rows of a large buffer (the profiler's sample of
+// blocks, --profile-blocks, into the unfused stages' score matrices) costs the pages it touches,
+// not a zero-filled copy of the whole buffer four times over.
+class Cells {
+ public:
+  Cells() = default;
+  Cells(const Cells&) = delete;
+  Cells& operator=(const Cells&) = delete;
+  ~Cells() {
+    if (cells_) munmap(cells_, bytes());
+  }
+  bool empty() const { return cells_ == nullptr; }
+  std::size_t size() const { return count_; }
+  Cell& operator[](std::size_t i) { return cells_[i]; }
+  void make(std::size_t count) {
+    count_ = count;
+    void* p = mmap(nullptr, bytes(), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+      std::fprintf(stderr, "fsemu: cannot map %zu bytes for the check of races between blocks\n",
+                   bytes());
+      std::abort();
+    }
+    cells_ = static_cast<Cell*>(p);
+  }
+  // Every cell back to Cell{}: the pages are given back, and come back zero when touched.
+  void clear() {
+    if (cells_ && madvise(cells_, bytes(), MADV_DONTNEED) != 0) {
+      std::fill(cells_, cells_ + count_, Cell{});
+    }
+  }
+
+ private:
+  std::size_t bytes() const { return count_ * sizeof(Cell); }
+  Cell* cells_ = nullptr;
+  std::size_t count_ = 0;
+};
+
 struct Allocation {
   std::uintptr_t begin, end;
-  std::vector<Cell> cells;   // one per kGrain bytes, made at the first write
+  Cells cells;               // made at the first write
   std::uint8_t written = 0;  // the launch (epoch) that first wrote it, plainly or atomically
 };
 
@@ -208,7 +254,7 @@ void on_access(void*, const access::Access& a) {
     }
     unskip(al);
     al->written = g_epoch;
-    if (al->cells.empty()) al->cells.resize((al->end - al->begin + kGrain - 1) / kGrain);
+    if (al->cells.empty()) al->cells.make((al->end - al->begin + kGrain - 1) / kGrain);
   }
   const std::uint32_t me = g_block;
   const std::size_t first = (x - al->begin) / kGrain;
@@ -270,7 +316,9 @@ void note_atomic(void* p, std::size_t bytes, const void* pc) {
 void note_allocation(const void* p, std::size_t bytes) {
   if (!p) return;
   const auto b = reinterpret_cast<std::uintptr_t>(p);
-  auto al = std::make_unique<Allocation>(Allocation{b, b + std::max<std::size_t>(bytes, 1), {}});
+  auto al = std::make_unique<Allocation>();
+  al->begin = b;
+  al->end = b + std::max<std::size_t>(bytes, 1);
   const auto at = std::upper_bound(g_allocations.begin(), g_allocations.end(), b,
                                    [](std::uintptr_t a, const auto& x) { return a < x->begin; });
   g_allocations.insert(at, std::move(al));
@@ -288,7 +336,7 @@ void note_free(const void* p) {
 void launch_begin(unsigned gx, unsigned gy, unsigned gz) {
   if (++g_epoch == 0) {  // 256 launches: the old records could pass for this launch's
     for (auto& al : g_allocations)
-      std::fill(al->cells.begin(), al->cells.end(), Cell{});
+      al->cells.clear();
     g_epoch = 1;
   }
   g_grid[0] = gx;
