@@ -162,27 +162,39 @@ void forget_recent() {
   update_filter();
 }
 
-// The allocations whose reads the observer skips (access::skip_reads), the last ones read that
-// this launch has not written. An allocation's first write, the launch's start and any
-// allocation or free end the skip.
-const Allocation* g_skipping[access::kSkipSlots] = {};
+// What the observer skips the reads of (access::skip_reads): in each slot a run of allocations
+// that this launch has not written, adjacent in address order, from the first one's start to the
+// last one's end (between two allocations there is nothing on_access looks at), so that the reads
+// of a kernel's inputs end in one slot. An allocation's first write, the launch's start and any
+// allocation or free end the skip of the run that holds it.
+std::uintptr_t g_skip_begin[access::kSkipSlots] = {}, g_skip_end[access::kSkipSlots] = {};
 int g_next_slot = 0;
 void stop_skipping() {
+  g_next_slot = 0;  // the hooks test slot 0 first
   for (int i = 0; i < access::kSkipSlots; ++i) {
-    g_skipping[i] = nullptr;
+    g_skip_begin[i] = g_skip_end[i] = 0;
     if (g_observer >= 0) access::skip_reads(g_observer, i, nullptr, 0);
   }
 }
 void skip(const Allocation* al) {
+  auto at = std::lower_bound(g_allocations.begin(), g_allocations.end(), al->begin,
+                             [](const auto& x, std::uintptr_t b) { return x->begin < b; });
+  auto first = at, last = at;
+  while (first != g_allocations.begin() && (*(first - 1))->written != g_epoch)
+    --first;
+  while (last + 1 != g_allocations.end() && (*(last + 1))->written != g_epoch)
+    ++last;
   const int i = g_next_slot;
   g_next_slot = (g_next_slot + 1) % access::kSkipSlots;
-  g_skipping[i] = al;
-  access::skip_reads(g_observer, i, reinterpret_cast<const void*>(al->begin), al->end - al->begin);
+  g_skip_begin[i] = (*first)->begin;
+  g_skip_end[i] = (*last)->end;
+  access::skip_reads(g_observer, i, reinterpret_cast<const void*>(g_skip_begin[i]),
+                     g_skip_end[i] - g_skip_begin[i]);
 }
 void unskip(const Allocation* al) {
   for (int i = 0; i < access::kSkipSlots; ++i)
-    if (g_skipping[i] == al) {
-      g_skipping[i] = nullptr;
+    if (al->begin >= g_skip_begin[i] && al->begin < g_skip_end[i]) {
+      g_skip_begin[i] = g_skip_end[i] = 0;
       access::skip_reads(g_observer, i, nullptr, 0);
     }
 }
