@@ -15,10 +15,21 @@ namespace fsemu::access {
 namespace detail {
 Observer g_observers[kMaxObservers] = {};
 int g_count = 0;
+int g_read_count = 0;
+int g_readers[kMaxObservers] = {};
 int g_next_handle = 0;
 bool g_instrumented = false;
 bool g_dispatching = false;
 }  // namespace detail
+
+namespace {
+// g_readers from g_observers, after any change to either.
+void list_readers() {
+  detail::g_read_count = 0;
+  for (int i = 0; i < detail::g_count; ++i)
+    if (detail::g_observers[i].plain_reads) detail::g_readers[detail::g_read_count++] = i;
+}
+}  // namespace
 
 int attach(Callback fn, void* context) {
   if (detail::g_count == kMaxObservers) {
@@ -27,6 +38,7 @@ int attach(Callback fn, void* context) {
   }
   const int handle = detail::g_next_handle++;
   detail::g_observers[detail::g_count++] = {fn, context, handle};
+  list_readers();
   return handle;
 }
 
@@ -39,6 +51,7 @@ void detach(int handle) {
   for (int i = at; i + 1 < detail::g_count; ++i)
     detail::g_observers[i] = detail::g_observers[i + 1];
   --detail::g_count;
+  list_readers();
 }
 
 void skip_reads(int handle, int slot, const void* begin, std::size_t bytes) {
@@ -63,6 +76,7 @@ void filter(int handle, const void* only, std::size_t only_bytes, const void* ig
 void plain_reads(int handle, bool wanted) {
   for (int i = 0; i < detail::g_count; ++i)
     if (detail::g_observers[i].handle == handle) detail::g_observers[i].plain_reads = wanted;
+  list_readers();
 }
 
 namespace detail {

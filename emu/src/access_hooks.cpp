@@ -10,7 +10,9 @@
 #include "fsemu/access.hpp"
 
 using fsemu::access::detail::dispatch;
+using fsemu::access::detail::dispatch_read;
 using fsemu::access::detail::g_count;
+using fsemu::access::detail::g_read_count;
 
 #define FSEMU_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define FSEMU_PC __builtin_return_address(0)
@@ -23,37 +25,48 @@ void __tsan_init() {
 void __tsan_func_entry(void*) {}
 void __tsan_func_exit() {}
 
-#define FSEMU_PLAIN(kind, size, write)                                      \
-  void __tsan_##kind##size(void* p) {                                       \
-    if (FSEMU_UNLIKELY(g_count)) dispatch(p, size, write, false, FSEMU_PC); \
-  }                                                                         \
-  void __tsan_unaligned_##kind##size(void* p) {                             \
-    if (FSEMU_UNLIKELY(g_count)) dispatch(p, size, write, false, FSEMU_PC); \
-  }                                                                         \
-  void __tsan_volatile_##kind##size(void* p) {                              \
-    if (FSEMU_UNLIKELY(g_count)) dispatch(p, size, write, false, FSEMU_PC); \
+// Plain reads go only to the observers that take them (access::plain_reads).
+#define FSEMU_READ(size)                                                \
+  void __tsan_read##size(void* p) {                                     \
+    if (FSEMU_UNLIKELY(g_read_count)) dispatch_read(p, size, FSEMU_PC); \
+  }                                                                     \
+  void __tsan_unaligned_read##size(void* p) {                           \
+    if (FSEMU_UNLIKELY(g_read_count)) dispatch_read(p, size, FSEMU_PC); \
+  }                                                                     \
+  void __tsan_volatile_read##size(void* p) {                            \
+    if (FSEMU_UNLIKELY(g_read_count)) dispatch_read(p, size, FSEMU_PC); \
   }
-FSEMU_PLAIN(read, 1, false)
-FSEMU_PLAIN(read, 2, false)
-FSEMU_PLAIN(read, 4, false)
-FSEMU_PLAIN(read, 8, false)
-FSEMU_PLAIN(read, 16, false)
-FSEMU_PLAIN(write, 1, true)
-FSEMU_PLAIN(write, 2, true)
-FSEMU_PLAIN(write, 4, true)
-FSEMU_PLAIN(write, 8, true)
-FSEMU_PLAIN(write, 16, true)
-#undef FSEMU_PLAIN
+#define FSEMU_WRITE(size)                                                  \
+  void __tsan_write##size(void* p) {                                       \
+    if (FSEMU_UNLIKELY(g_count)) dispatch(p, size, true, false, FSEMU_PC); \
+  }                                                                        \
+  void __tsan_unaligned_write##size(void* p) {                             \
+    if (FSEMU_UNLIKELY(g_count)) dispatch(p, size, true, false, FSEMU_PC); \
+  }                                                                        \
+  void __tsan_volatile_write##size(void* p) {                              \
+    if (FSEMU_UNLIKELY(g_count)) dispatch(p, size, true, false, FSEMU_PC); \
+  }
+FSEMU_READ(1)
+FSEMU_READ(2)
+FSEMU_READ(4)
+FSEMU_READ(8)
+FSEMU_READ(16)
+FSEMU_WRITE(1)
+FSEMU_WRITE(2)
+FSEMU_WRITE(4)
+FSEMU_WRITE(8)
+FSEMU_WRITE(16)
+#undef FSEMU_READ
+#undef FSEMU_WRITE
 
 void __tsan_read_range(void* p, unsigned long size) {
-  if (FSEMU_UNLIKELY(g_count))
-    dispatch(p, static_cast<std::uint32_t>(size), false, false, FSEMU_PC);
+  if (FSEMU_UNLIKELY(g_read_count)) dispatch_read(p, static_cast<std::uint32_t>(size), FSEMU_PC);
 }
 void __tsan_write_range(void* p, unsigned long size) {
   if (FSEMU_UNLIKELY(g_count)) dispatch(p, static_cast<std::uint32_t>(size), true, false, FSEMU_PC);
 }
 void __tsan_vptr_read(void** p) {
-  if (FSEMU_UNLIKELY(g_count)) dispatch(p, sizeof(void*), false, false, FSEMU_PC);
+  if (FSEMU_UNLIKELY(g_read_count)) dispatch_read(p, sizeof(void*), FSEMU_PC);
 }
 void __tsan_vptr_update(void** p, void*) {
   if (FSEMU_UNLIKELY(g_count)) dispatch(p, sizeof(void*), true, false, FSEMU_PC);

@@ -2,8 +2,12 @@
 // (global_races.hpp).
 #include "global_races.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -31,9 +35,51 @@ struct Cell {
   std::uint8_t state;   // kRead | kWrite | kAtomic | kMany
 };
 
+static_assert(sizeof(Cell) == 8, "a Cell's all-zero bytes are Cell{}");
+
+// The cells of an allocation: one per kGrain bytes, four times the allocation's size. An anonymous
+// mapping, whose pages the kernel supplies (zero: Cell{}) only when a cell on them is first
+// written, so that a launch that writes a few rows of a large buffer (the profiler's sample of
+// blocks, --profile-blocks, into the unfused stages' score matrices) costs the pages it touches,
+// not a zero-filled copy of the whole buffer four times over.
+class Cells {
+ public:
+  Cells() = default;
+  Cells(const Cells&) = delete;
+  Cells& operator=(const Cells&) = delete;
+  ~Cells() {
+    if (cells_) munmap(cells_, bytes());
+  }
+  bool empty() const { return cells_ == nullptr; }
+  std::size_t size() const { return count_; }
+  Cell& operator[](std::size_t i) { return cells_[i]; }
+  void make(std::size_t count) {
+    count_ = count;
+    void* p = mmap(nullptr, bytes(), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+      std::fprintf(stderr, "fsemu: cannot map %zu bytes for the check of races between blocks\n",
+                   bytes());
+      std::abort();
+    }
+    cells_ = static_cast<Cell*>(p);
+  }
+  // Every cell back to Cell{}: the pages are given back, and come back zero when touched.
+  void clear() {
+    if (cells_ && madvise(cells_, bytes(), MADV_DONTNEED) != 0) {
+      std::fill(cells_, cells_ + count_, Cell{});
+    }
+  }
+
+ private:
+  std::size_t bytes() const { return count_ * sizeof(Cell); }
+  Cell* cells_ = nullptr;
+  std::size_t count_ = 0;
+};
+
 struct Allocation {
   std::uintptr_t begin, end;
-  std::vector<Cell> cells;   // one per kGrain bytes, made at the first write
+  Cells cells;               // made at the first write
   std::uint8_t written = 0;  // the launch (epoch) that first wrote it, plainly or atomically
 };
 
@@ -116,27 +162,39 @@ void forget_recent() {
   update_filter();
 }
 
-// The allocations whose reads the observer skips (access::skip_reads), the last ones read that
-// this launch has not written. An allocation's first write, the launch's start and any
-// allocation or free end the skip.
-const Allocation* g_skipping[access::kSkipSlots] = {};
+// What the observer skips the reads of (access::skip_reads): in each slot a run of allocations
+// that this launch has not written, adjacent in address order, from the first one's start to the
+// last one's end (between two allocations there is nothing on_access looks at), so that the reads
+// of a kernel's inputs end in one slot. An allocation's first write, the launch's start and any
+// allocation or free end the skip of the run that holds it.
+std::uintptr_t g_skip_begin[access::kSkipSlots] = {}, g_skip_end[access::kSkipSlots] = {};
 int g_next_slot = 0;
 void stop_skipping() {
+  g_next_slot = 0;  // the hooks test slot 0 first
   for (int i = 0; i < access::kSkipSlots; ++i) {
-    g_skipping[i] = nullptr;
+    g_skip_begin[i] = g_skip_end[i] = 0;
     if (g_observer >= 0) access::skip_reads(g_observer, i, nullptr, 0);
   }
 }
 void skip(const Allocation* al) {
+  auto at = std::lower_bound(g_allocations.begin(), g_allocations.end(), al->begin,
+                             [](const auto& x, std::uintptr_t b) { return x->begin < b; });
+  auto first = at, last = at;
+  while (first != g_allocations.begin() && (*(first - 1))->written != g_epoch)
+    --first;
+  while (last + 1 != g_allocations.end() && (*(last + 1))->written != g_epoch)
+    ++last;
   const int i = g_next_slot;
   g_next_slot = (g_next_slot + 1) % access::kSkipSlots;
-  g_skipping[i] = al;
-  access::skip_reads(g_observer, i, reinterpret_cast<const void*>(al->begin), al->end - al->begin);
+  g_skip_begin[i] = (*first)->begin;
+  g_skip_end[i] = (*last)->end;
+  access::skip_reads(g_observer, i, reinterpret_cast<const void*>(g_skip_begin[i]),
+                     g_skip_end[i] - g_skip_begin[i]);
 }
 void unskip(const Allocation* al) {
   for (int i = 0; i < access::kSkipSlots; ++i)
-    if (g_skipping[i] == al) {
-      g_skipping[i] = nullptr;
+    if (al->begin >= g_skip_begin[i] && al->begin < g_skip_end[i]) {
+      g_skip_begin[i] = g_skip_end[i] = 0;
       access::skip_reads(g_observer, i, nullptr, 0);
     }
 }
@@ -208,7 +266,7 @@ void on_access(void*, const access::Access& a) {
     }
     unskip(al);
     al->written = g_epoch;
-    if (al->cells.empty()) al->cells.resize((al->end - al->begin + kGrain - 1) / kGrain);
+    if (al->cells.empty()) al->cells.make((al->end - al->begin + kGrain - 1) / kGrain);
   }
   const std::uint32_t me = g_block;
   const std::size_t first = (x - al->begin) / kGrain;
@@ -270,7 +328,9 @@ void note_atomic(void* p, std::size_t bytes, const void* pc) {
 void note_allocation(const void* p, std::size_t bytes) {
   if (!p) return;
   const auto b = reinterpret_cast<std::uintptr_t>(p);
-  auto al = std::make_unique<Allocation>(Allocation{b, b + std::max<std::size_t>(bytes, 1), {}});
+  auto al = std::make_unique<Allocation>();
+  al->begin = b;
+  al->end = b + std::max<std::size_t>(bytes, 1);
   const auto at = std::upper_bound(g_allocations.begin(), g_allocations.end(), b,
                                    [](std::uintptr_t a, const auto& x) { return a < x->begin; });
   g_allocations.insert(at, std::move(al));
@@ -288,7 +348,7 @@ void note_free(const void* p) {
 void launch_begin(unsigned gx, unsigned gy, unsigned gz) {
   if (++g_epoch == 0) {  // 256 launches: the old records could pass for this launch's
     for (auto& al : g_allocations)
-      std::fill(al->cells.begin(), al->cells.end(), Cell{});
+      al->cells.clear();
     g_epoch = 1;
   }
   g_grid[0] = gx;

@@ -84,16 +84,23 @@ struct Observer {
 };
 extern Observer g_observers[kMaxObservers];
 extern int g_count;  // observers attached: the hooks' only test on the fast path
+// The observers that take plain reads (plain_reads), by their index in g_observers, in order: the
+// plain read hooks' only test is g_read_count, and they look at these alone.
+extern int g_read_count;
+extern int g_readers[kMaxObservers];
 extern bool g_instrumented;
 extern bool g_dispatching;  // an observer runs: its own accesses (if instrumented) are not events
 inline bool skips(const Observer& o, void* addr, std::uint32_t size, bool write, bool atomic) {
   const auto x = reinterpret_cast<std::uintptr_t>(addr);
-  if (x - o.only_begin >= o.only_bytes || x - o.ignore_begin < o.ignore_bytes) return true;
-  if (write || atomic) return false;  // plain reads only: an atomic load is an atomic access
-  if (!o.plain_reads) return true;
-  for (int i = 0; i < kSkipSlots; ++i)
-    if (x - o.skip_begin[i] + size <= o.skip_bytes[i]) return true;
-  return false;
+  if (x - o.only_begin >= o.only_bytes) return true;
+  if (!write && !atomic) {  // plain reads only: an atomic load is an atomic access
+    if (!o.plain_reads) return true;
+    // The skipped reads (a kernel's inputs, the most frequent accesses of some stages) before
+    // the ignored range.
+    for (int i = 0; i < kSkipSlots; ++i)
+      if (x - o.skip_begin[i] + size <= o.skip_bytes[i]) return true;
+  }
+  return x - o.ignore_begin < o.ignore_bytes;
 }
 // Hands the access to observer `first` (which does not skip it) and to every later one that does
 // not skip it. Out of line, so that an access no observer wants costs the hook no call.
@@ -106,6 +113,17 @@ inline void dispatch(void* addr, std::uint32_t size, bool write, bool atomic, co
       dispatch_from(i, addr, size, write, atomic, pc);
       return;
     }
+}
+// dispatch() of a plain read: only the observers that take plain reads can want it.
+inline void dispatch_read(void* addr, std::uint32_t size, const void* pc) {
+  if (g_dispatching) return;
+  for (int k = 0; k < g_read_count; ++k) {
+    const int i = g_readers[k];
+    if (!skips(g_observers[i], addr, size, false, false)) {
+      dispatch_from(i, addr, size, false, false, pc);
+      return;
+    }
+  }
 }
 }  // namespace detail
 
