@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -19,11 +18,9 @@
 
 int main(int argc, char** argv) {
   using namespace flashsteps::test;
-  std::string who = argc > 0 ? argv[0] : "test_<stage>";
-  who = who.substr(who.rfind('/') + 1);
+  const std::string who = program_name(argc, argv);
   const auto refuse = [&](const std::string& reason) {
-    std::fprintf(stderr, "%s\n", flashsteps::refusal(who, reason).c_str());
-    return 1;
+    return flashsteps::test::refuse(who, reason);
   };
   char self[PATH_MAX];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

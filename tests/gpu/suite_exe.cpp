@@ -6,8 +6,6 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
-#include <filesystem>
-#include <iostream>
 #include <memory>
 #include <string>
 
@@ -16,12 +14,9 @@
 
 int main(int argc, char** argv) {
   using namespace flashsteps::test;
-  // argv[0] is the test_<stage> binary's: the refusals name it.
-  const std::string who =
-      argc > 0 ? std::filesystem::path(argv[0]).filename().string() : kSuiteExecutable;
+  const std::string who = program_name(argc, argv);  // the test_<stage> binary's
   const auto refuse = [&](const std::string& reason) {
-    std::cerr << flashsteps::refusal(who, reason) << '\n';
-    return 1;
+    return flashsteps::test::refuse(who, reason);
   };
   const char* library = std::getenv(kStageLibraryVariable);
   if (!library || !*library)
@@ -31,9 +26,8 @@ int main(int argc, char** argv) {
   unsetenv(kStageLibraryVariable);
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) return refuse("cannot load the stage library " + path + ": " + dlerror());
-  const auto entry =
-      reinterpret_cast<flashsteps::Stage* (*)()>(dlsym(handle, "flashsteps_new_stage"));
-  if (!entry) return refuse("the stage library " + path + " has no flashsteps_new_stage()");
+  const auto entry = reinterpret_cast<flashsteps::Stage* (*)()>(dlsym(handle, kStageEntry));
+  if (!entry) return refuse("the stage library " + path + " has no " + kStageEntry + "()");
   // The library stays loaded: the stage's code and kernels are in it.
   return suite_main(argc, argv, std::unique_ptr<flashsteps::Stage>(entry()));
 }
