@@ -28,7 +28,17 @@ option(FLASHSTEPS_EMULATION_SANITIZERS
        "Build sanitizer (ASan, TSan) flavours of the emulated stage tests (emu/sanitize.cmake)" ON)
 set(FSEMU_SANITIZED_STAGES "all" CACHE STRING
     "Stages whose emulated suite runs under ASan and TSan: 'all' or a list of stage names")
-set(FSEMU_SANITIZER_CASES "a non-default softmax scale" CACHE STRING
+# FSEMU_ONE_CASE, a case of the GPU suite (tests/gpu/suite.cpp), and the variant it runs there
+# (bf16, D 64, causal). A build that runs that case alone compiles a fused stage's kernel of that
+# variant alone (FS_DEFINE_KERNEL_OF, flashsteps/fused_stage.cuh; the other variants' launches
+# fail, naming this): the sanitizer builds below while FSEMU_SANITIZER_CASES is that case, and the
+# planted faults that run it (emu/faults). Measured: 07d's TSan kernels 2.0 -> 0.9 CPU-s, a 07d
+# fault's copy at -O0 1.1 -> 0.6. Should the case change, its launch would fail in every such
+# build, naming FSEMU_ONE_CASE.
+set(FSEMU_ONE_CASE "a non-default softmax scale" CACHE INTERNAL "")
+set(FSEMU_ONE_CASE_VARIANT FSEMU_ONLY_DTYPE=__nv_bfloat16 FSEMU_ONLY_HEAD_DIM=64
+    FSEMU_ONLY_CAUSAL=true CACHE INTERNAL "")
+set(FSEMU_SANITIZER_CASES "${FSEMU_ONE_CASE}" CACHE STRING
     "Catch2 test spec of the GPU-suite cases the sanitizer builds run (',' separates cases)")
 
 if(NOT FLASHSTEPS_EMULATION_SANITIZERS)
@@ -186,6 +196,9 @@ function(_fsemu_add_sanitized_stages)
       add_dependencies(fs_emu_stage_${name}_${san} fs_emu_stage_${name})
       flashsteps_stage_target(fs_emu_stage_${name}_${san} ${name})
       target_compile_options(fs_emu_stage_${name}_${san} PRIVATE ${FSEMU_${SAN}_FLAGS})
+      if(FSEMU_SANITIZER_CASES STREQUAL FSEMU_ONE_CASE)
+        target_compile_definitions(fs_emu_stage_${name}_${san} PRIVATE ${FSEMU_ONE_CASE_VARIANT})
+      endif()
       if(san STREQUAL "asan")
         # A stage's ASan suite runs one small case (FSEMU_SANITIZER_CASES) in well under a second:
         # its kernels compile at -O0, in about a third of -O1's time (the emulator
@@ -211,3 +224,14 @@ function(_fsemu_add_sanitized_stages)
   endforeach()
 endfunction()
 cmake_language(DEFER DIRECTORY "${PROJECT_SOURCE_DIR}" CALL _fsemu_add_sanitized_stages)
+
+# A one-case build asked for another variant refuses it, naming why: 03's ASan suite on an fp16 case.
+function(_fsemu_add_one_case_refusal)
+  if(TARGET test_emu_03_online_softmax_asan AND FSEMU_SANITIZER_CASES STREQUAL FSEMU_ONE_CASE)
+    fsemu_expect_report(emu.one_case.other_variant_refused
+                        "a one-case build refuses another variant's launch"
+                        test_emu_03_online_softmax_asan "same inputs twice*"
+                        "variant is not compiled in this build.*FSEMU_ONE_CASE")
+  endif()
+endfunction()
+cmake_language(DEFER DIRECTORY "${PROJECT_SOURCE_DIR}" CALL _fsemu_add_one_case_refusal)

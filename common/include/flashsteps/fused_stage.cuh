@@ -67,11 +67,28 @@ struct FusedKernelTypes {
 
 /// kernels.cu, after the kernel: Kernel::of returns the kernel the expression names for the
 /// variant <T, Tile, kCausal> (fused_attention_kernel<T, Tile, kCausal>).
+#if !defined(FLASHSTEPS_EMULATE) || !defined(FSEMU_ONLY_HEAD_DIM)
 #define FS_DEFINE_KERNEL_OF(...)               \
   template <class T, class Tile, bool kCausal> \
   Kernel::Fn<T> Kernel::of() {                 \
     return __VA_ARGS__;                        \
   }
+#else
+#include <type_traits>
+// Only in the CPU emulator's builds that run one case (emu/sanitize.cmake, FSEMU_ONE_CASE): the
+// kernel of that case's variant alone is compiled, and every other variant's Kernel::of returns a
+// kernel that ends the launch with a fault naming what it lacks.
+#define FS_DEFINE_KERNEL_OF(...)                                                           \
+  template <class T, class Tile, bool kCausal>                                             \
+  Kernel::Fn<T> Kernel::of() {                                                             \
+    if constexpr (std::is_same_v<T, FSEMU_ONLY_DTYPE> && Tile::D == FSEMU_ONLY_HEAD_DIM && \
+                  kCausal == FSEMU_ONLY_CAUSAL) {                                          \
+      return __VA_ARGS__;                                                                  \
+    } else {                                                                               \
+      return ::fsemu::NotCompiled<Fn<T>>::kernel;                                          \
+    }                                                                                      \
+  }
+#endif
 
 /// kernels.cu exports the kernels of tile `Tile` for fp16 and bf16, causal and not: explicit
 /// instantiations of Kernel::of, which the launcher links against.

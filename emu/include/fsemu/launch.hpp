@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 
 #include "fsemu/scheduler.hpp"
 
@@ -25,6 +26,19 @@ struct DynamicShared {
   template <class T>
   operator T*() const {
     return static_cast<T*>(dynamic_shared_memory(alignment));
+  }
+};
+
+/// The kernel of every variant a one-case build did not compile (flashsteps/fused_stage.cuh,
+/// FS_DEFINE_KERNEL_OF under FSEMU_ONLY_HEAD_DIM): a launch of it ends in a fault that says so.
+template <class Fn>
+struct NotCompiled;
+template <class... Params>
+struct NotCompiled<void (*)(Params...)> {
+  static void kernel(Params...) {
+    fault(
+        "this kernel's variant is not compiled in this build, which compiles only the variant "
+        "of the one case it runs (FSEMU_ONE_CASE, emu/sanitize.cmake)");
   }
 };
 
