@@ -135,8 +135,10 @@ def sm90a_fatbin(build, name, work):
     """Bytes of the device code the stage's library embeds for sm_90a: the compressed fatbin of
     its kernels.cu, made as nvcc makes it (the fatbinary step `nvcc -dryrun --compress-mode=size`
     shows) from BUILD's cubin and PTX, with FATBIN_STRINGS for the strings nvcc adds to it; and
-    the fatbins of its other objects (launcher.cu: no kernels) as BUILD has them, for BUILD's
-    architectures, at least as many as sm_90a alone."""
+    the fatbins of its other objects as BUILD has them, for BUILD's architectures, at least as
+    many as sm_90a alone. Those are none since the host compiler compiles every stage source but
+    kernels.cu (stages/flashsteps_add_stage.cmake); a build from before, whose nvcc compiled
+    launcher.cu, has one without kernels in each launcher object (2.3 to 2.6 KiB), counted."""
     other = 0
     static = os.path.join(build, "stages", f"libfs_stage_{name}.a")
     for member, size in fatbin_sections(static).items():

@@ -49,10 +49,11 @@
 # stand-ins for them (WORK/cmake-standins, written here), on every host alike: what was checked
 # without a GPU is what runs there.
 #
-# Time: the build compiles 25 CUDA translation units for one architecture (12 stages x kernels.cu
-# and launcher.cu, and common/src/device_fill.cu) and 35 C++ ones (common, nanobind, the stage
-# module and the 12 modules' init). From scratch on the 2-core machine without a GPU where it was
-# checked, it took 3 min 19 s and 3 min 39 s of CPU (user + sys) in two runs, 4 min 29 s and
+# Time: the build compiles 13 CUDA translation units for one architecture (the 12 stages'
+# kernels.cu and common/src/device_fill.cu) and 47 C++ ones (common, nanobind, the 12 stages'
+# launcher.cu, the stage module and the 12 modules' init). From scratch on the 2-core machine
+# without a GPU where it was checked, when nvcc still compiled the launchers (about 2 CPU-s more
+# each), it took 3 min 19 s and 3 min 39 s of CPU (user + sys) in two runs, 4 min 29 s and
 # 4 min 55 s of wall time (the cores shared with another build); the slowest files, 07a's and
 # 07d's kernels.cu, are about 7% of it each. On the host's 16 cores that is about 30 to 60 s,
 # configure included (an estimate: not yet run there); a second run on the same machine rebuilds

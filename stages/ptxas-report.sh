@@ -2,6 +2,7 @@
 # Compiler launcher (RULE_LAUNCH_COMPILE) for stage libraries: runs the compile command given
 # after the object path, files ptxas' resource report (-Xptxas=-v) to <object>.ptxas.txt, and
 # passes every other diagnostic — errors, warnings, spill warnings — through to the build log.
+# The library's host compiles (launcher.cu, g++) run through it too: their files hold no report.
 #
 #   ptxas-report.sh [--keep SOURCE] OBJECT COMMAND...
 #

@@ -63,7 +63,8 @@ class HopperTmaStage : public FusedStage<S, Kernel> {
   static void check_kernel() {
 #if !defined(FLASHSTEPS_EMULATE)
     cudaFuncAttributes attr{};
-    FS_CUDA_CHECK(cudaFuncGetAttributes(&attr, Kernel::template of<T, Tile, kCausal>()));
+    FS_CUDA_CHECK(cudaFuncGetAttributes(
+        &attr, reinterpret_cast<const void*>(Kernel::template of<T, Tile, kCausal>())));
     constexpr int kBudget = Tile::kProducerRegs * Tile::kWarpgroupThreads +
                             Tile::kConsumerRegs * Tile::kConsumerThreads;
     if (attr.numRegs * Tile::kThreads < kBudget) {

@@ -5,16 +5,20 @@
 // names the stage's file and line. Keeping the runtime calls here, and nowhere in the stages, is
 // what lets a different executor of the same kernels (a CPU emulator, for instance) take over at
 // one point instead of in every stage.
+//
+// Both are plain runtime API calls, not `kernel<<<...>>>(...)`, which only nvcc parses: a file
+// that launches kernels defined in another (a stage's launcher.cu, which holds none) then
+// compiles with the host C++ compiler alone (stages/flashsteps_add_stage.cmake).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstddef>
+#include <tuple>
 #include <utility>
 
 #if defined(FLASHSTEPS_EMULATE)
-#include <tuple>
-
 #include "fsemu/launch.hpp"  // the CPU emulator takes the launch over here (emu/README.md)
 #endif
 
@@ -37,28 +41,36 @@
 namespace flashsteps {
 
 /// kernel<<<grid, block, smem_bytes, stream>>>(args...); returns the launch's error (the
-/// configuration and resources are checked at launch; the kernel's own faults surface later).
+/// configuration and resources are checked at launch; the kernel's own faults surface later): the
+/// launch call's own result, as the runtime also records it for cudaGetLastError().
 template <class... Params, class... Args>
 cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem_bytes,
                           cudaStream_t stream, Args&&... args) {
-#if defined(FLASHSTEPS_EMULATE)
   // The arguments are converted to the kernel's parameter types once, as a launch copies them.
   std::tuple<Params...> params(std::forward<Args>(args)...);
+#if defined(FLASHSTEPS_EMULATE)
   return fsemu::launch(reinterpret_cast<const void*>(kernel), grid, block, smem_bytes, stream,
                        [&params, kernel] { std::apply(kernel, params); });
 #else
-  // clang-format off
-  kernel<<<grid, block, smem_bytes, stream>>>(std::forward<Args>(args)...);
-  // clang-format on
-  return cudaPeekAtLastError();
+  // What <<<>>> compiles to: nvcc's host-side stub of the kernel (the function at the address
+  // `kernel` holds, which the object of the kernel's file registers with the runtime) takes the
+  // arguments as its parameters and launches with one pointer to each (cudaLaunchKernel up to
+  // CUDA 12; CUDA 13's stub calls an internal equivalent, crt/host_runtime.h). The runtime copies
+  // the values before it returns. A kernel without parameters has an empty array, not read.
+  std::array<void*, sizeof...(Params)> arg_ptrs = std::apply(
+      [](auto&... param) { return std::array<void*, sizeof...(Params)>{&param...}; }, params);
+  return cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, arg_ptrs.data(),
+                          smem_bytes, stream);
 #endif
 }
 
 /// Above 48 KiB of dynamic shared memory a kernel must opt in, per function, up to the device's
-/// opt-in limit (which the stages check before they launch).
+/// opt-in limit (which the stages check before they launch). (The runtime's C API, which takes
+/// the kernel's address as `const void*`: its template overload is declared for nvcc alone.)
 template <class... Params>
 cudaError_t allow_dynamic_smem(void (*kernel)(Params...), std::size_t smem_bytes) {
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  return cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(smem_bytes));
 }
 
