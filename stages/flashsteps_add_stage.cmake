@@ -269,6 +269,19 @@ function(flashsteps_add_stage name)
     message(FATAL_ERROR "flashsteps_add_stage(${name}): PART is a part page's name (past_cudnn)")
   endif()
   set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_PART_${name} "${ARG_PART}")
+  # kernels.cu is the one file of a stage that nvcc compiles; the host compiler compiles the others
+  # (below), where __global__ means nothing and a kernel would be a plain host function: one
+  # declared there is refused (checked when the build is configured, as CI does).
+  foreach(src IN LISTS ARG_SOURCES)
+    if(NOT src STREQUAL "kernels.cu" AND EXISTS "${ARG_DIR}/${src}")
+      file(STRINGS "${ARG_DIR}/${src}" kernel_lines REGEX "^[^/]*__global__")
+      if(kernel_lines)
+        message(FATAL_ERROR "flashsteps_add_stage(${name}): ${src} declares a kernel "
+                            "(__global__); a stage's kernels are in its kernels.cu, the one file "
+                            "nvcc compiles (CONTRIBUTING.md, \"The stage contract\")")
+      endif()
+    endif()
+  endforeach()
   if(CMAKE_SCRIPT_MODE_FILE)
     return()
   endif()

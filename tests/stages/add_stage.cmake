@@ -4,14 +4,16 @@
 # flashsteps_add_stage() only declares the stage.
 #
 #   cmake -DROOT=<src> -DBUILD_LIST=<build>/stages.json -DTABLE=<fs_table> -DWORK=<dir>
-#         [-DBAD=orphan|runner_clash|untitled|quoted_teaches|kind_mismatch|second_backward_root]
+#         [-DBAD=orphan|runner_clash|untitled|quoted_teaches|kind_mismatch|second_backward_root|
+#                kernel_in_launcher]
 #         -P add_stage.cmake
 #
 # BUILD_LIST is the list the configure step wrote; the script's own list must be that one plus
 # the new stage. BAD declares instead a stage the tree must refuse — one whose parent does not
 # exist, one whose runner another stage has, one with no TITLE, one whose TEACHES holds a quote, a
-# forward stage on a backward parent, a second backward stage without a parent — and the
-# declaration must fail (the test that runs it expects the message).
+# forward stage on a backward parent, a second backward stage without a parent, one whose
+# launcher.cu declares a kernel — and the declaration must fail (the test that runs it expects
+# the message).
 cmake_minimum_required(VERSION 3.25)
 foreach(var ROOT BUILD_LIST TABLE WORK)
   if(NOT DEFINED ${var})
@@ -57,6 +59,12 @@ elseif(BAD STREQUAL "kind_mismatch")
                        TITLE "t" TEACHES "t")
 elseif(BAD STREQUAL "second_backward_root")
   flashsteps_add_stage(09z_root SOURCES kernels.cu launcher.cu KIND backward TITLE "t" TEACHES "t")
+elseif(BAD STREQUAL "kernel_in_launcher")
+  # Only kernels.cu goes through nvcc: a kernel in the launcher, host C++, would be none.
+  file(MAKE_DIRECTORY "${WORK}/09z_launcher_kernel")
+  file(WRITE "${WORK}/09z_launcher_kernel/launcher.cu" "__global__ void stray(float* x) {}\n")
+  flashsteps_add_stage(09z_launcher_kernel DIR "${WORK}/09z_launcher_kernel"
+                       SOURCES kernels.cu launcher.cu PARENT ${last_stage} TITLE "t" TEACHES "t")
 endif()
 if(DEFINED BAD)
   message(FATAL_ERROR "add_stage.cmake: the declaration BAD=${BAD} was accepted")
