@@ -40,6 +40,13 @@ set(FSEMU_ONE_CASE_VARIANT FSEMU_ONLY_DTYPE=__nv_bfloat16 FSEMU_ONLY_HEAD_DIM=64
     FSEMU_ONLY_CAUSAL=true CACHE INTERNAL "")
 set(FSEMU_SANITIZER_CASES "${FSEMU_ONE_CASE}" CACHE STRING
     "Catch2 test spec of the GPU-suite cases the sanitizer builds run (',' separates cases)")
+# fsemu_one_case_build(<target> <test spec>): <target>'s kernels are those of FSEMU_ONE_CASE's
+# variant alone when <test spec>, the cases its binary runs, is that case; else all of them.
+function(fsemu_one_case_build target spec)
+  if(spec STREQUAL FSEMU_ONE_CASE)
+    target_compile_definitions(${target} PRIVATE ${FSEMU_ONE_CASE_VARIANT})
+  endif()
+endfunction()
 
 if(NOT FLASHSTEPS_EMULATION_SANITIZERS)
   return()
@@ -196,9 +203,7 @@ function(_fsemu_add_sanitized_stages)
       add_dependencies(fs_emu_stage_${name}_${san} fs_emu_stage_${name})
       flashsteps_stage_target(fs_emu_stage_${name}_${san} ${name})
       target_compile_options(fs_emu_stage_${name}_${san} PRIVATE ${FSEMU_${SAN}_FLAGS})
-      if(FSEMU_SANITIZER_CASES STREQUAL FSEMU_ONE_CASE)
-        target_compile_definitions(fs_emu_stage_${name}_${san} PRIVATE ${FSEMU_ONE_CASE_VARIANT})
-      endif()
+      fsemu_one_case_build(fs_emu_stage_${name}_${san} "${FSEMU_SANITIZER_CASES}")
       if(san STREQUAL "asan")
         # A stage's ASan suite runs one small case (FSEMU_SANITIZER_CASES) in well under a second:
         # its kernels compile at -O0, in about a third of -O1's time (the emulator

@@ -188,7 +188,7 @@ endfunction()
 
 # flashsteps_write_stage_manifests(<file>): every stage's name and title as macros
 # (FLASHSTEPS_MANIFEST_NAME_<stage>, FLASHSTEPS_MANIFEST_TITLE_<stage>), for a file that compiles
-# several launchers in one translation unit (tests/cpu/stage_launchers.cu).
+# several launchers in one translation unit (tests/cpu/stage_launchers.cpp).
 function(flashsteps_write_stage_manifests file)
   get_property(stages GLOBAL PROPERTY FLASHSTEPS_STAGES)
   get_property(baselines GLOBAL PROPERTY FLASHSTEPS_BASELINES)
@@ -269,14 +269,18 @@ function(flashsteps_add_stage name)
     message(FATAL_ERROR "flashsteps_add_stage(${name}): PART is a part page's name (past_cudnn)")
   endif()
   set_property(GLOBAL PROPERTY FLASHSTEPS_STAGE_PART_${name} "${ARG_PART}")
-  # kernels.cu is the one file of a stage that nvcc compiles; the host compiler compiles the others
-  # (below), where __global__ means nothing and a kernel would be a plain host function: one
-  # declared there is refused (checked when the build is configured, as CI does).
-  foreach(src IN LISTS ARG_SOURCES)
-    if(NOT src STREQUAL "kernels.cu" AND EXISTS "${ARG_DIR}/${src}")
-      file(STRINGS "${ARG_DIR}/${src}" kernel_lines REGEX "^[^/]*__global__")
+  # kernels.cu is the one file of a stage that nvcc compiles; the host compiler compiles the others,
+  # its host sources (below), where __global__ means nothing and a kernel would be a plain host
+  # function: one declared there is refused (checked when the build is configured, as CI does).
+  set(host_sources ${ARG_SOURCES})
+  list(REMOVE_ITEM host_sources kernels.cu)
+  list(TRANSFORM host_sources PREPEND "${ARG_DIR}/")
+  foreach(src IN LISTS host_sources)
+    if(EXISTS "${src}")
+      file(STRINGS "${src}" kernel_lines REGEX "^[^/]*__global__")
       if(kernel_lines)
-        message(FATAL_ERROR "flashsteps_add_stage(${name}): ${src} declares a kernel "
+        get_filename_component(file "${src}" NAME)
+        message(FATAL_ERROR "flashsteps_add_stage(${name}): ${file} declares a kernel "
                             "(__global__); a stage's kernels are in its kernels.cu, the one file "
                             "nvcc compiles (CONTRIBUTING.md, \"The stage contract\")")
       endif()
@@ -298,8 +302,6 @@ function(flashsteps_add_stage name)
   # nothing: the 29 launchers took 102 CPU-s through nvcc and take 42 through g++ (2.7 to 4.4 s a
   # file against 0.7 to 2.1, one at a time on a 2-core machine without a GPU). The property holds
   # in this directory, so for the WATCHDOG build below too.
-  set(host_sources ${ARG_SOURCES})
-  list(REMOVE_ITEM host_sources "${ARG_DIR}/kernels.cu")
   if(host_sources)
     set_source_files_properties(${host_sources} TARGET_DIRECTORY ${lib} PROPERTIES LANGUAGE CXX)
   endif()

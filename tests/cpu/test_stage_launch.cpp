@@ -1,5 +1,5 @@
 // What stages refuse in launch() and supports(), before anything reaches the device: a GPU is not
-// needed. The stages' launchers are compiled into this binary by stage_launchers.cu.
+// needed. The stages' launchers are compiled into this binary by stage_launchers.cpp.
 #include "flashsteps_catch.hpp"
 
 #include <cstddef>

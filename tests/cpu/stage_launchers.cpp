@@ -1,4 +1,4 @@
-// tests/cpu/stage_launchers.cu — the launchers of stages 01, 02 and 07a to 07d inside test_cpu,
+// tests/cpu/stage_launchers.cpp — the launchers of stages 01, 02 and 07a to 07d inside test_cpu,
 // so that the refusals their launch() and supports() make before any CUDA call are tested without a
 // GPU (test_stage_launch.cpp).
 //
