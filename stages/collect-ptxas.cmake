@@ -1,9 +1,14 @@
 # Concatenates the per-object ptxas reports of one stage library into one file, demangled
-# where c++filt is available: cmake -DOUT=<file> -DOBJECTS=<objs;...> -P collect-ptxas.cmake
+# where c++filt is available: cmake -DOUT=<file> -DOBJECTS=<obj|obj|...> -P collect-ptxas.cmake
+# (the objects separated by '|': a ';' in a -D argument would split it into two arguments)
+string(REPLACE "|" ";" objects "${OBJECTS}")
 set(text "")
-foreach(obj IN LISTS OBJECTS)
+foreach(obj IN LISTS objects)
   if(EXISTS "${obj}.ptxas.txt")
     file(READ "${obj}.ptxas.txt" part)
+    if(part STREQUAL "")
+      continue()  # a host compile's (stages/ptxas-report.sh): no kernel, no report
+    endif()
     get_filename_component(src "${obj}" NAME)
     string(APPEND text "## ${src}\n${part}\n")
   endif()

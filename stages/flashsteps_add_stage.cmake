@@ -329,9 +329,9 @@ function(flashsteps_add_stage name)
                "${FLASHSTEPS_ROOT}/stages/ptxas-report.sh ${keep_args} <OBJECT>")
   set(report "${CMAKE_BINARY_DIR}/resources/${name}.ptxas.txt")
   add_custom_command(TARGET ${lib} POST_BUILD
-    COMMAND ${CMAKE_COMMAND} -DOUT=${report} "-DOBJECTS=$<TARGET_OBJECTS:${lib}>"
+    COMMAND ${CMAKE_COMMAND} -DOUT=${report} "-DOBJECTS=$<JOIN:$<TARGET_OBJECTS:${lib}>,|>"
             -P "${FLASHSTEPS_ROOT}/stages/collect-ptxas.cmake"
-    COMMAND_EXPAND_LISTS VERBATIM)
+    VERBATIM)
 
   # The same objects as lib${lib}.so, which the runner, the suite (unless WATCHDOG) and the bench
   # link: the stage's device code once in a bundle, not in three binaries.
