@@ -12,7 +12,8 @@
 #                       found with ldd: each stage's (libfs_stage_<stage>.so), the shared harness
 #                       (libflashsteps_*.so), and those a CUDA host may lack (Google Benchmark's);
 #                       not the driver, the CUDA runtime or cuBLAS, which come with the toolkit
-#   OUT/reports/        each stage's ptxas report and the SASS instructions it is about (cuobjdump);
+#   OUT/reports/        each stage's ptxas report and the SASS instructions it is about (cuobjdump
+#                       over its library: on PATH, else NVIDIA's wheel in build/venv);
 #                       ptx_sm_90a.tsv, the build's PTX hashes, when the commit has no local changes
 #   OUT/scripts/        profile.sh with its metric set, sm-clock.sh, the SDPA bench, stage_tree.py
 #   OUT/estimates.tsv   the committed run's timings (book/data/CURRENT), the plan's estimates
@@ -93,7 +94,8 @@ elif [[ -n $from ]]; then
   # Nothing is built: every file the bundle takes must be there already.
   wanted=(tests/test_cpu tests/fs_gpu_suite bench/bench_peaks bench/fs_table)
   for n in "${names[@]}"; do
-    wanted+=("stages/${runner[$n]}" "tests/test_$n" "bench/bench_$n" "resources/$n.ptxas.txt")
+    wanted+=("stages/${runner[$n]}" "tests/test_$n" "bench/bench_$n" "lib/libfs_stage_$n.so"
+             "resources/$n.ptxas.txt")
   done
   for f in "${wanted[@]}"; do
     [[ -f $build/$f ]] || { echo "bundle.sh: --from-build $build lacks $f (build it first)" >&2; exit 1; }
@@ -108,18 +110,28 @@ fi
 
 rm -rf "$out"
 mkdir -p "$out"/{bin,lib,reports,scripts}
+cuobjdump=$(python3 bench/sass-trips.py tool cuobjdump) || cuobjdump=""
 for n in "${names[@]}"; do
   exe=${runner[$n]}
   cp "$build/stages/$exe" "$build/tests/test_$n" "$build/bench/bench_$n" "$out/bin/"
   cp "$build/resources/$n.ptxas.txt" "$out/reports/"
-  if command -v cuobjdump >/dev/null; then
-    cuobjdump -sass "$build/stages/$exe" |
-      grep -oE '\b(HMMA|HGMMA|LDSM|LDGSTS|UTMALDG|UTMASTG|USETMAXREG|BAR|SYNCS)[.A-Z0-9]*' |
+  # The stage's device code is in its library, which the runner and the bench load, not in the
+  # runner: the SASS report is read from there, and a library without it stops the bundle.
+  device_code=$build/lib/libfs_stage_$n.so
+  sections=$(readelf -S "$device_code") || { echo "bundle.sh: readelf cannot read $device_code" >&2; exit 1; }
+  grep -q '\.nv_fatbin' <<<"$sections" ||
+    { echo "bundle.sh: $device_code holds no device code (no .nv_fatbin section)" >&2; exit 1; }
+  if [[ -n $cuobjdump ]]; then
+    sass=$("$cuobjdump" -sass "$device_code") ||
+      { echo "bundle.sh: cuobjdump -sass $device_code failed" >&2; exit 1; }
+    grep -q 'Function :' <<<"$sass" ||
+      { echo "bundle.sh: cuobjdump finds no kernel's SASS in $device_code" >&2; exit 1; }
+    grep -oE '\b(HMMA|HGMMA|LDSM|LDGSTS|UTMALDG|UTMASTG|USETMAXREG|BAR|SYNCS)[.A-Z0-9]*' <<<"$sass" |
       sort | uniq -c >"$out/reports/$n.sass.txt" || true
   fi
 done
-command -v cuobjdump >/dev/null ||
-  echo "bundle.sh: cuobjdump not found: the SASS reports (reports/*.sass.txt) are not written"
+[[ -n $cuobjdump ]] ||
+  echo "bundle.sh: cuobjdump not found (on PATH, or NVIDIA's wheel that tests/install-deps.sh puts in build/venv): the SASS reports (reports/*.sass.txt) are not written"
 cp "$build/tests/test_cpu" "$build/tests/fs_gpu_suite" "$build/bench/bench_peaks" \
   "$build/bench/fs_table" "$out/bin/"
 strip "$out"/bin/*

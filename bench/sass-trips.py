@@ -20,6 +20,7 @@ the emulator), says how often each loop runs at the profile's shape and how many
                                                  # wrote into DIR instead of running them
     bench/sass-trips.py markdown FILE         # the book's table (book/generate.cmake)
     bench/sass-trips.py overlap STAGE_DIR [--cubin FILE]  # the softmax between the two waits (08a)
+    bench/sass-trips.py tool cuobjdump|nvdisasm  # where the tool is: PATH, else NVIDIA's wheel
 
 check: compiles and disassembles every stage of <build>/stages.json, sums the per-kernel SASS census
 over the binary and compares it with the run's sass_<stage>.txt (the same classes bench/bundle.sh
@@ -1209,7 +1210,15 @@ def main():
     o.add_argument("stage_dir", help="a stage folder, from the repository's root")
     o.add_argument("--cubin", help="the stage's sm_90a cubin from the build (<build>/ptx/"
                    "<stage>.cubin) instead of compiling kernels.cu")
+    t = sub.add_parser("tool", help="print where find_tool() finds NAME (exit 1: nowhere); "
+                       "bench/bundle.sh looks up cuobjdump so")
+    t.add_argument("name", choices=("cuobjdump", "nvdisasm"))
     a = p.parse_args()
+    if a.cmd == "tool":
+        path = find_tool(a.name)
+        if path:
+            print(path)
+        return 0 if path else 1
     if a.cmd == "markdown":
         return markdown(a.file)
     if a.cmd == "overlap":

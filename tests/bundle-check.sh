@@ -80,6 +80,13 @@ done
 lists=0
 mapfile -t bundled < <(python3 -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))["stages"]))' "$b/bundle.json")
 [[ ${#bundled[@]} -ge 2 ]] || fail "bundle.json lists ${#bundled[@]} stages"
+# Where cuobjdump is at hand (tests/install-deps.sh puts NVIDIA's wheel in build/venv), every
+# stage has its SASS census, read from its library: a runner holds no device code.
+if python3 "$root/bench/sass-trips.py" tool cuobjdump >/dev/null; then
+  for n in "${bundled[@]}"; do
+    [[ -f $b/reports/$n.sass.txt ]] || fail "cuobjdump is at hand, yet the bundle has no reports/$n.sass.txt"
+  done
+fi
 for n in "${bundled[@]}"; do
   runner=$(python3 "$tree_py" "$b/stages.json" field runner "$n" | cut -f2)
   kind=$(python3 "$tree_py" "$b/stages.json" field role "$n" | cut -f2)
