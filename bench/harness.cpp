@@ -36,18 +36,27 @@ struct Options {
 // K/V heads shared by groups of query heads: Llama-3-8B's attention (H_q 32, H_kv 8, D 128) and a
 // 70B model's on 8 GPUs (H_q 8, H_kv 1, D 128), B in {1, 8, 64}, L in {1k, 8k, 32k}. Bound by
 // memory: judged by the bytes it must move (Problem::min_dram_bytes: K and V of the cache read
-// once, Q read and O written once), per second.
+// once, Q read and O written once), per second. Then one of those shapes (B 8, H_q 32 / H_kv 8,
+// 8k keys) with its cache in pages (Problem::page_size) of 16 keys, vLLM's default block, and of
+// 256, FlashAttention-2's smallest: the same bytes through a shuffled block table, which only a
+// stage whose kv_cache() reads pages runs (the others skip it, "unsupported").
 std::vector<Problem> decode_shapes(const Options& opt) {
   std::vector<Problem> out;
+  auto add = [&](std::int64_t b, std::int64_t hq, std::int64_t hkv, std::int64_t l,
+                 std::int64_t page) {
+    for (DType t : opt.dtypes) {
+      Problem p;
+      p.batch = b, p.heads = hq, p.heads_kv = hkv, p.seq_q = 1, p.seq_kv = l;
+      p.head_dim = 128, p.dtype = t, p.causal = false, p.page_size = page;
+      out.push_back(p);
+    }
+  };
   for (auto [hq, hkv] : {std::pair<std::int64_t, std::int64_t>{32, 8}, {8, 1}})
     for (std::int64_t b : {1, 8, 64})
       for (std::int64_t l : {1024, 8192, 32768})
-        for (DType t : opt.dtypes) {
-          Problem p;
-          p.batch = b, p.heads = hq, p.heads_kv = hkv, p.seq_q = 1, p.seq_kv = l;
-          p.head_dim = 128, p.dtype = t, p.causal = false;
-          out.push_back(p);
-        }
+        add(b, hq, hkv, l, 0);
+  for (std::int64_t page : {16, 256})
+    add(8, 32, 8, 8192, page);
   return out;
 }
 
@@ -84,8 +93,8 @@ constexpr const char* kOwnFlags =
     "  --fs_iters=N                 timed launches per shape, median reported (default 30)\n"
     "  --fs_shapes=canonical|small|decode\n"
     "                               every canonical shape, only S = 512 and 1024, or the decode\n"
-    "                               shapes (Sq 1, GQA, KV caches of 1k to 32k keys; judged in\n"
-    "                               bytes per second) (default canonical)\n"
+    "                               shapes (Sq 1, GQA, KV caches of 1k to 32k keys, two of them\n"
+    "                               paged; judged in bytes per second) (default canonical)\n"
     "  --fs_list_shapes             print the shapes' names, one a line, and exit (no GPU "
     "needed)\n";
 

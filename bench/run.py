@@ -17,7 +17,7 @@ budget, prints the plan with an estimate for every command, runs it and writes o
   bench_<stage>.json     Google Benchmark JSON at the canonical shapes (fp16), every stage and
                          baseline; bench_<stage>.bf16.json when the budget allows bf16;
                          bench_<stage>.decode.json, Part V's stages at the decode shapes (Sq 1,
-                         GQA, KV caches of 1k to 32k keys: bytes per second)
+                         GQA, KV caches of 1k to 32k keys, two of them paged: bytes per second)
   sm_clock.csv           the SM clock sampled every 0.5 s while the peaks and benches ran
   sdpa.json              PyTorch SDPA per backend, the forward (when this host's python3 has torch)
   sdpa_bwd.json          the same, the backward (with the backward line's benches)
@@ -308,7 +308,7 @@ class Planner:
                         f"--benchmark_out={out}", "--benchmark_out_format=json"]], sec, src,
                         job_tier, stage=n, why=why))
             # Part V's stages at the decode shapes (bench/harness.cpp: Sq 1, GQA, caches of 1k to
-            # 32k keys, judged in bytes per second), and SDPA's forward at the same shapes with
+            # 32k keys, two paged, judged in bytes per second), and SDPA's forward at the same shapes with
             # enable_gqa: one optional group (tier 1) behind the forward line, as the backward's.
             decode = [n for n in names if self.index[n].get("part") == "inference"]
             if "bench" in steps:

@@ -83,8 +83,10 @@ class Shape:
     dtype: str = "fp16"
     causal: bool = False
     heads_kv: int = 0  # K/V heads (GQA, MQA): 0 means heads, as Problem::heads_kv
+    page_size: int = 0  # keys per page of a paged K/V cache, as Problem::page_size: 0 contiguous
 
-    NAME = re.compile(r"b(\d+)_h(\d+)_sq(\d+)_skv(\d+)_d(\d+)_(fp16|bf16)(_causal)?(?:_hkv(\d+))?")
+    NAME = re.compile(r"b(\d+)_h(\d+)_sq(\d+)_skv(\d+)_d(\d+)_(fp16|bf16)(_causal)?(?:_hkv(\d+))?"
+                      r"(?:_page(\d+))?")
 
     @property
     def kv_heads(self) -> int:
@@ -93,21 +95,26 @@ class Shape:
     def name(self) -> str:
         return (f"b{self.batch}_h{self.heads}_sq{self.seq_q}_skv{self.seq_kv}_d{self.head_dim}"
                 f"_{self.dtype}" + ("_causal" if self.causal else "") +
-                (f"_hkv{self.kv_heads}" if self.kv_heads != self.heads else ""))
+                (f"_hkv{self.kv_heads}" if self.kv_heads != self.heads else "") +
+                (f"_page{self.page_size}" if self.page_size else ""))
 
     @classmethod
     def parse(cls, name: str) -> "Shape":
         m = cls.NAME.fullmatch(name)
         if not m:
             raise ValueError(f"{name!r} is not b<B>_h<H>_sq<Sq>_skv<Skv>_d<D>_<fp16|bf16>"
-                             f"[_causal][_hkv<H_kv>]")
+                             f"[_causal][_hkv<H_kv>][_page<P>]")
         b, h, sq, skv, d = (int(x) for x in m.groups()[:5])
         if min(b, h, sq, skv, d) < 1:
             raise ValueError(f"{name!r}: every size must be >= 1")
         hkv = int(m.group(8)) if m.group(8) else 0
         if m.group(8) and (hkv < 1 or h % hkv):
             raise ValueError(f"{name!r}: H = {h} is not a multiple of H_kv = {hkv} (H_kv >= 1)")
-        return cls(b, h, sq, skv, d, m.group(6), m.group(7) is not None, 0 if hkv == h else hkv)
+        page = int(m.group(9)) if m.group(9) else 0
+        if m.group(9) and page < 1:
+            raise ValueError(f"{name!r}: a page holds at least one key")
+        return cls(b, h, sq, skv, d, m.group(6), m.group(7) is not None, 0 if hkv == h else hkv,
+                   page)
 
     def flops(self, backward: bool = False) -> float:
         f = 4.0 * self.batch * self.heads * self.seq_q * self.seq_kv * self.head_dim
@@ -346,6 +353,15 @@ def bench_backend(torch, backend: str, shape: Shape, qkv, flush, args, index: in
     return timed_entry(name, shape, samples, label, index)
 
 
+def not_timed(shape: Shape) -> str | None:
+    """Why no backend of SDPA runs the shape, or None: a paged cache (bench/harness.cpp's paged
+    decode shapes), which no SDPA backend reads through a block table."""
+    if shape.page_size:
+        return ("unsupported: SDPA takes K and V contiguous, not in pages of a block table "
+                f"({shape.page_size} keys a page)")
+    return None
+
+
 def measure(torch, shapes: list[Shape], args) -> tuple[dict, list[dict]]:
     torch.cuda.set_device(args.device)
     context = make_context(torch, args.device)
@@ -357,6 +373,11 @@ def measure(torch, shapes: list[Shape], args) -> tuple[dict, list[dict]]:
     passes = [p == "bwd" for p in args.passes]  # False: the forward, True: the backward
     for shape in shapes:
         gen.manual_seed(args.seed)
+        if why := not_timed(shape):
+            entries += [error_entry(BWD + b if bwd else b, shape, why, len(entries) + i)
+                        for i, (bwd, b) in enumerate((bwd, b) for bwd in passes
+                                                     for b in args.backends)]
+            continue
         try:
             qkv = [torch.randn((shape.batch, h, s, shape.head_dim), generator=gen,
                                device="cuda", dtype=dtypes[shape.dtype]).add_(0.5)
@@ -397,16 +418,22 @@ def self_test(harness: str | None) -> int:
             assert Shape.parse(s.name()) == s, s
             assert s.batch * s.seq_q in (16384, 512) and s.heads * s.head_dim in (2048, 512), s
         assert shapes[0].name() == "b32_h32_sq512_skv512_d64_fp16"
-        # The decode set: Sq 1 against caches of 1k to 32k keys, H_q 32 / H_kv 8 and 8 / 1, D 128.
+        # The decode set: Sq 1 against caches of 1k to 32k keys, H_q 32 / H_kv 8 and 8 / 1, D 128;
+        # then B 8, H_q 32 / H_kv 8, 8k keys in pages of 16 and of 256, which SDPA does not time.
         decode = harness_shapes(harness, ["fp16", "bf16"], "decode")
-        assert len(decode) == 36 and decode[1].name() == "b1_h32_sq1_skv1024_d128_bf16_hkv8", \
+        assert len(decode) == 40 and decode[1].name() == "b1_h32_sq1_skv1024_d128_bf16_hkv8", \
             decode[:2]
         for s in decode:
             assert Shape.parse(s.name()) == s, s
             assert s.seq_q == 1 and s.head_dim == 128 and not s.causal, s
             assert (s.heads, s.kv_heads) in ((32, 8), (8, 1)), s
-        assert {(s.batch, s.seq_kv) for s in decode} == \
-            {(b, L) for b in (1, 8, 64) for L in (1024, 8192, 32768)}
+        contiguous = [s for s in decode if not s.page_size]
+        assert {(s.batch, s.seq_kv) for s in contiguous} == \
+            {(b, L) for b in (1, 8, 64) for L in (1024, 8192, 32768)} and len(contiguous) == 36
+        assert [s.name() for s in decode[36:38]] == ["b8_h32_sq1_skv8192_d128_fp16_hkv8_page16",
+                                                     "b8_h32_sq1_skv8192_d128_bf16_hkv8_page16"]
+        assert [s.page_size for s in decode[36:]] == [16, 16, 256, 256]
+        assert all(bool(not_timed(s)) == bool(s.page_size) for s in decode)
     assert Shape.parse("b16_h16_sq1024_skv1024_d128_fp16_causal").flops() == 2.0 ** 36
     assert Shape.parse("b16_h16_sq1024_skv1024_d128_fp16_causal").flops(True) == 2.5 * 2.0 ** 36
     # Bytes, counted by hand: B 2, H 8 (H_kv 2), Sq 1, Skv 1024, D 128, fp16: Q and O 2*2*8*128*2
@@ -415,9 +442,13 @@ def self_test(harness: str | None) -> int:
     assert (gqa.heads, gqa.kv_heads, gqa.name()) == (8, 2, "b2_h8_sq1_skv1024_d128_fp16_hkv2")
     assert gqa.min_bytes() == 8192 + 2 * 1024 * 1024 + 64, gqa.min_bytes()
     assert Shape.parse("b2_h8_sq1_skv1024_d128_fp16_hkv8") == Shape.parse("b2_h8_sq1_skv1024_d128_fp16")
+    paged = Shape.parse("b2_h8_sq1_skv1024_d128_fp16_hkv2_page16")
+    assert (paged.kv_heads, paged.page_size, paged.min_bytes()) == (2, 16, gqa.min_bytes()), paged
+    assert "not in pages" in not_timed(paged) and not_timed(gqa) is None
     for bad in ("b16_h16_sq1024_d128_fp16", "b0_h1_sq1_skv1_d1_fp16", "b1_h1_sq1_skv1_d1_fp32",
                 "b1_h1_sq1_skv1_d1_fp16_causal_x", "b1_h8_sq1_skv1_d1_fp16_hkv3",
-                "b1_h8_sq1_skv1_d1_fp16_hkv0", "b1_h8_sq1_skv1_d1_fp16_hkv2_causal"):
+                "b1_h8_sq1_skv1_d1_fp16_hkv0", "b1_h8_sq1_skv1_d1_fp16_hkv2_causal",
+                "b1_h8_sq1_skv1_d1_fp16_page0", "b1_h8_sq1_skv1_d1_fp16_page16_hkv2"):
         try:
             Shape.parse(bad)
         except ValueError:
@@ -450,7 +481,7 @@ def self_test(harness: str | None) -> int:
     assert failed["error_occurred"] is True
     assert failed["error_message"] == "out of memory: synthetic"
     assert "median_ms" not in failed and "FLOP/s" not in failed
-    print("sdpa_bench self-test: ok (28 canonical shapes, 18 decode shapes a dtype, statistics, "
+    print("sdpa_bench self-test: ok (28 canonical shapes, 20 decode shapes a dtype, statistics, "
           "bytes, JSON writer)")
     return 0
 

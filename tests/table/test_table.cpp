@@ -841,6 +841,20 @@ TEST_CASE("decode shapes: a table of their own, in TB/s and % of the copy peak",
   CHECK(render(bare.rows[0][2], Format::console) == "1.07");
   CHECK(render(bare.caption, Format::console).find("no copy peak") != std::string::npos);
   CHECK(decode_table(run, DType::bf16).rows.empty());
+
+  // The same shape with its cache in pages of 16 keys: a row of its own after the contiguous
+  // one, said so, at the same bytes (the table's 4 bytes per page are not counted).
+  Problem paged = decode;
+  paged.page_size = 16;
+  add("10d_paged_kv", paged, 0.5);
+  const Table pages = decode_table(run, DType::fp16);
+  REQUIRE(pages.rows.size() == 2);
+  REQUIRE(pages.header.size() == 4);
+  CHECK(render(pages.header[3], Format::console) == "10d_paged_kv");
+  CHECK(render(pages.rows[0][0], Format::console) == "B=8 H=32/8 Sq=1 Skv=8192 D=128");
+  CHECK(render(pages.rows[1][0], Format::console) == "B=8 H=32/8 Sq=1 Skv=8192 D=128 pages of 16");
+  CHECK(render(pages.rows[1][3], Format::console) == "0.537");
+  CHECK(render(pages.rows[1][1], Format::console).find("n/a") == 0);  // SDPA: not timed
 }
 
 TEST_CASE("the backward line has tables of its own, against SDPA's backward", "[compare]") {

@@ -53,6 +53,8 @@ TEST_CASE("predictions.csv: each malformed line is refused, naming the line", "[
       {head + "flops:b32_h32_sq512_skv512_d64_fp16,1,2,x\n", "unknown measure"},
       {head + "tflops:b32_sq512,1,2,x\n", "is not a shape name"},
       {head + "speedup:b32_h32_sq512_skv512_d64_fp16,1,2,x\n", "takes 2 argument"},
+      {head + "latency_ratio:02_wmma:b32_h32_sq512_skv512_d64_fp16,1,2,x\n",
+       "'02_wmma' is not a shape name"},
       {head + "ncu:,1,2,x\n", "an empty argument"},
       {head + "ncu:m,one,2,x\n", "must be numbers"},
       {head + "ncu:m,3,2,x\n", "low is above high"},
@@ -82,6 +84,11 @@ TEST_CASE("measures read the run: times, peaks and profiles", "[verdict]") {
   CHECK(value("pct_peak:b32_h32_sq512_skv512_d64_fp16", "%") == Approx(100 * 68.719476736 / 500));
   // 02_wmma takes 8.0 ms at S = 1024, stage 03 2.0 ms.
   CHECK(value("speedup:02_wmma:b16_h32_sq1024_skv1024_d64_fp16", "x") == Approx(4.0));
+  // Stage 03 itself at two shapes: 2.0 ms at S = 1024 against 1.0 ms at S = 512.
+  CHECK(value("latency_ratio:b32_h32_sq512_skv512_d64_fp16:b16_h32_sq1024_skv1024_d64_fp16", "x") ==
+        Approx(2.0));
+  CHECK(value("latency_ratio:b16_h32_sq1024_skv1024_d64_fp16:b32_h32_sq512_skv512_d64_fp16", "x") ==
+        Approx(0.5));
   // One kernel of 128 registers; 02_wmma's profiled pass lasts 300 + 100 + 100 us, 03's 250 us.
   CHECK(value("ncu:launch__registers_per_thread", "register/thread") == 128);
   CHECK(value("ncu_ratio:02_wmma:gpu__time_duration.sum", "x") == Approx(0.5));
@@ -93,6 +100,12 @@ TEST_CASE("a measure the run cannot give says why instead of a value", "[verdict
       measure(run, "03_online_softmax", "tflops:b16_h16_sq1024_skv1024_d128_fp16_causal");
   CHECK_FALSE(failed.value);
   CHECK_FALSE(failed.reason.empty());
+  // A latency ratio whose reference shape the run did not time names that shape.
+  const Measured no_reference = measure(
+      run, "03_online_softmax",
+      "latency_ratio:b16_h16_sq1024_skv1024_d128_fp16_causal:b32_h32_sq512_skv512_d64_fp16");
+  CHECK_FALSE(no_reference.value);
+  CHECK_THAT(no_reference.reason, StartsWith("b16_h16_sq1024_skv1024_d128_fp16_causal: "));
   const Measured no_profile = measure(run, "07_hopper", "ncu:launch__registers_per_thread");
   CHECK_FALSE(no_profile.value);
   CHECK_THAT(no_profile.reason, ContainsSubstring("ncu_07_hopper.csv"));

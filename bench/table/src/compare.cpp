@@ -346,8 +346,9 @@ Table decode_table(const RunData& run, DType dtype) {
   if (shapes.empty()) return t;
   std::sort(shapes.begin(), shapes.end(), [](const Problem& a, const Problem& b) {
     return std::make_tuple(-a.heads, -a.kv_heads(), a.head_dim, a.causal, a.seq_q, a.batch,
-                           a.seq_kv) < std::make_tuple(-b.heads, -b.kv_heads(), b.head_dim,
-                                                       b.causal, b.seq_q, b.batch, b.seq_kv);
+                           a.seq_kv, a.page_size) < std::make_tuple(-b.heads, -b.kv_heads(),
+                                                                    b.head_dim, b.causal, b.seq_q,
+                                                                    b.batch, b.seq_kv, b.page_size);
   });
   std::vector<std::string> backends;
   for (const std::string& b : run.backends()) {
@@ -374,7 +375,8 @@ Table decode_table(const RunData& run, DType dtype) {
     std::vector<Text> row{plain("B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) +
                                 "/" + std::to_string(p.kv_heads()) + " Sq=" +
                                 std::to_string(p.seq_q) + " Skv=" + std::to_string(p.seq_kv) +
-                                " D=" + std::to_string(p.head_dim) + (p.causal ? " causal" : ""))};
+                                " D=" + std::to_string(p.head_dim) + (p.causal ? " causal" : "") +
+                                (p.paged() ? " pages of " + std::to_string(p.page_size) : ""))};
     const double bytes = static_cast<double>(p.min_dram_bytes(StageKind::forward));
     for (const std::string& b : backends) {
       const TimeLookup tl = lookup_time(run, b, p);

@@ -39,8 +39,9 @@ std::optional<std::string> check_measure(const std::string& m, MeasureSpec* spec
     const char* name;
     std::size_t args;
   };
-  const Kind kinds[] = {{"tflops", 1},    {"pct_peak", 1}, {"speedup", 2}, {"ncu", 1},
-                        {"ncu_ratio", 2}, {"emu", 1},      {"ptxas", 3},   {"ptxas_ratio", 4}};
+  const Kind kinds[] = {{"tflops", 1}, {"pct_peak", 1},      {"speedup", 2},
+                        {"ncu", 1},    {"latency_ratio", 2}, {"ncu_ratio", 2},
+                        {"emu", 1},    {"ptxas", 3},         {"ptxas_ratio", 4}};
   for (const Kind& k : kinds) {
     if (spec->kind != k.name) continue;
     const bool ptxas = judged_by_build(spec->kind);
@@ -57,11 +58,15 @@ std::optional<std::string> check_measure(const std::string& m, MeasureSpec* spec
     for (const std::string& a : spec->args) {
       if (a.empty()) return "'" + m + "': an empty argument";
     }
-    const bool shape_last =
-        spec->kind == "tflops" || spec->kind == "pct_peak" || spec->kind == "speedup";
-    if (shape_last && !parse_problem_name(spec->args.back())) {
-      return "'" + m + "': '" + spec->args.back() +
-             "' is not a shape name (b<B>_h<H>_sq<Sq>_skv<Skv>_d<D>_<dtype>[_causal])";
+    const bool shape_last = spec->kind == "tflops" || spec->kind == "pct_peak" ||
+                            spec->kind == "speedup" || spec->kind == "latency_ratio";
+    // latency_ratio's arguments are both shapes.
+    const std::size_t shapes = spec->kind == "latency_ratio" ? 2 : shape_last ? 1 : 0;
+    for (std::size_t i = spec->args.size() - shapes; i < spec->args.size(); ++i) {
+      if (!parse_problem_name(spec->args[i])) {
+        return "'" + m + "': '" + spec->args[i] +
+               "' is not a shape name (b<B>_h<H>_sq<Sq>_skv<Skv>_d<D>_<dtype>[_causal])";
+      }
     }
     if (ptxas) {
       const std::string& quantity = spec->args[spec->args.size() - 3];
@@ -79,7 +84,8 @@ std::optional<std::string> check_measure(const std::string& m, MeasureSpec* spec
     return std::nullopt;
   }
   return "'" + m +
-         "': unknown measure (tflops, pct_peak, speedup, ncu, ncu_ratio, emu, ptxas, ptxas_ratio)";
+         "': unknown measure (tflops, pct_peak, speedup, latency_ratio, ncu, ncu_ratio, emu, "
+         "ptxas, ptxas_ratio)";
 }
 
 Measured missing(std::string why) {
@@ -258,6 +264,12 @@ Measured measure(const RunData& run, const std::string& stage, const std::string
     if (!peak.flops_per_second) return missing(render(peak.reason, Format::console));
     return found(percent_of_peak(t.m->flops_per_second(), *peak.flops_per_second), "%");
   }
+  if (spec.kind == "latency_ratio") {
+    const Problem reference = *parse_problem_name(spec.args[0]);
+    const TimeLookup ref = lookup_time(run, stage, reference);
+    if (!ref.m) return missing(spec.args[0] + ": " + render(ref.reason, Format::console));
+    return found(t.m->median_ms / ref.m->median_ms, "x");
+  }
   const TimeLookup ref = lookup_time(run, spec.args[0], shape);  // speedup
   if (!ref.m) return missing(spec.args[0] + ": " + render(ref.reason, Format::console));
   return found(speedup(ref.m->median_ms, t.m->median_ms), "x");
@@ -282,7 +294,9 @@ std::string kind_unit(const std::string& m) {
   if (check_measure(m, &spec)) return "";
   if (spec.kind == "tflops") return "TFLOP/s";
   if (spec.kind == "pct_peak") return "%";
-  if (spec.kind == "speedup" || spec.kind == "ncu_ratio" || spec.kind == "ptxas_ratio") return "x";
+  if (spec.kind == "speedup" || spec.kind == "latency_ratio" || spec.kind == "ncu_ratio" ||
+      spec.kind == "ptxas_ratio")
+    return "x";
   if (spec.kind == "ptxas") return spec.args[0] == "registers" ? "registers" : "bytes";
   return "";
 }

@@ -500,6 +500,10 @@ std::optional<double> ptxas_quantity(const PtxasKernel& k, std::string_view quan
 //   tflops:<shape>                TFLOP/s of the stage at a bench shape (Problem::name())
 //   pct_peak:<shape>              that, as % of the run's measured cuBLAS GEMM peak of its dtype
 //   speedup:<backend>:<shape>     t(backend) / t(stage): above 1 the stage is faster
+//   latency_ratio:<reference shape>:<shape>
+//                                 t(stage at shape) / t(stage at reference shape): the cost of
+//                                 what the shapes differ in, one stage, one run (10d's pages
+//                                 against its contiguous cache)
 //   ncu:<metric>                  a metric of the stage's profile (ncu_<stage>.csv), reduced over
 //                                 its kernels as the Nsight Compute tables reduce it
 //   ncu_ratio:<backend>:<metric>  the stage's value of a metric over another stage's
