@@ -6,8 +6,8 @@ set(text "")
 foreach(obj IN LISTS objects)
   if(EXISTS "${obj}.ptxas.txt")
     file(READ "${obj}.ptxas.txt" part)
-    if(part STREQUAL "")
-      continue()  # a host compile's (stages/ptxas-report.sh): no kernel, no report
+    if(NOT part MATCHES "ptxas info")
+      continue()  # a host compile's (stages/ptxas-report.sh): no kernel, no report, at most warnings
     endif()
     get_filename_component(src "${obj}" NAME)
     string(APPEND text "## ${src}\n${part}\n")

@@ -58,10 +58,10 @@ std::optional<std::string> check_measure(const std::string& m, MeasureSpec* spec
     for (const std::string& a : spec->args) {
       if (a.empty()) return "'" + m + "': an empty argument";
     }
-    const bool shape_last = spec->kind == "tflops" || spec->kind == "pct_peak" ||
-                            spec->kind == "speedup" || spec->kind == "latency_ratio";
-    // latency_ratio's arguments are both shapes.
-    const std::size_t shapes = spec->kind == "latency_ratio" ? 2 : shape_last ? 1 : 0;
+    // The speed measures end with their shape; both of latency_ratio's arguments are shapes.
+    std::size_t shapes = 0;
+    if (spec->kind == "tflops" || spec->kind == "pct_peak" || spec->kind == "speedup") shapes = 1;
+    if (spec->kind == "latency_ratio") shapes = 2;
     for (std::size_t i = spec->args.size() - shapes; i < spec->args.size(); ++i) {
       if (!parse_problem_name(spec->args[i])) {
         return "'" + m + "': '" + spec->args[i] +
